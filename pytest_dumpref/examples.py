@@ -1,0 +1,101 @@
+"""Reference programs: the pieces of a real model that the write-up, the tests and the
+benchmarks compile.  Plain JAX functions of arrays, no framework, so their HLO is easy
+to read and their parameter shapes are exactly what the caller passes.
+
+Shapes used by the write-up are chosen by the claims, not here.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def softmax(x):
+    """Row softmax with the usual max subtraction (what jax.nn.softmax lowers to)."""
+    m = jnp.max(x, axis=-1, keepdims=True)
+    e = jnp.exp(x - m)
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+
+
+def layernorm(x, gamma, beta, eps=1e-5):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + eps) * gamma + beta
+
+
+def gelu(x):
+    """The tanh approximation used by GPT-2 style models."""
+    return 0.5 * x * (1.0 + jnp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def mlp(x, w1, b1, w2, b2):
+    return gelu(x @ w1 + b1) @ w2 + b2
+
+
+def causal_attention(x, wq, wk, wv, wo, n_heads):
+    """Multi-head causal self-attention over x: [batch, seq, d_model]."""
+    b, s, d = x.shape
+    hd = d // n_heads
+
+    def heads(t):  # [b, s, d] -> [b, h, s, hd]
+        return t.reshape(b, s, n_heads, hd).transpose(0, 2, 1, 3)
+
+    q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
+    scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(hd)
+    mask = jnp.tril(jnp.ones((s, s), dtype=bool))
+    scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
+    p = softmax(scores)
+    out = jnp.einsum("bhqk,bhkd->bhqd", p, v).transpose(0, 2, 1, 3).reshape(b, s, d)
+    return out @ wo
+
+
+def transformer_block(x, params, n_heads):
+    """Pre-norm GPT-2 style block: x + attn(ln1(x)), then + mlp(ln2(.))."""
+    h = x + causal_attention(layernorm(x, params["ln1_g"], params["ln1_b"]),
+                             params["wq"], params["wk"], params["wv"], params["wo"], n_heads)
+    return h + mlp(layernorm(h, params["ln2_g"], params["ln2_b"]),
+                   params["w1"], params["b1"], params["w2"], params["b2"])
+
+
+def transformer_params(d_model, d_ff, seed=0, dtype=np.float32):
+    """Deterministic parameters (numpy RNG, so no device is touched to make them)."""
+    rng = np.random.default_rng(seed)
+
+    def w(*shape):
+        return (rng.standard_normal(shape) / math.sqrt(shape[0])).astype(dtype)
+
+    return {
+        "ln1_g": np.ones(d_model, dtype), "ln1_b": np.zeros(d_model, dtype),
+        "wq": w(d_model, d_model), "wk": w(d_model, d_model),
+        "wv": w(d_model, d_model), "wo": w(d_model, d_model),
+        "ln2_g": np.ones(d_model, dtype), "ln2_b": np.zeros(d_model, dtype),
+        "w1": w(d_model, d_ff), "b1": np.zeros(d_ff, dtype),
+        "w2": w(d_ff, d_model), "b2": np.zeros(d_model, dtype),
+    }
+
+
+def block_stack(x, layers, n_heads):
+    """Several transformer blocks in sequence (unrolled; used by the dump benchmarks)."""
+    for p in layers:
+        x = transformer_block(x, p, n_heads)
+    return x
+
+
+def scan_rnn(h0, xs, w):
+    """A while loop (lax.scan) with a tanh cell: the loop case for traffic accounting."""
+    def step(h, x):
+        h = jnp.tanh(h @ w + x)
+        return h, h
+    return jax.lax.scan(step, h0, xs)
+
+
+def sgd_step(params, x, y, lr=0.1):
+    """One SGD step of a two-layer MLP with squared loss."""
+    def loss(p):
+        pred = mlp(x, p["w1"], p["b1"], p["w2"], p["b2"])
+        return jnp.mean((pred - y) ** 2)
+    grads = jax.grad(loss)(params)
+    return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
