@@ -1,0 +1,35 @@
+"""The command line: ``python -m pytest_dumpref {tour,traffic,build-plugin} ...``.
+
+Each room registers its own subcommands (``register(subparsers)`` in ``xla/cli.py`` and
+``pjrt/cli.py``); this file only dispatches, so every analysis stays usable without pytest.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+ROOMS = ("pytest_dumpref.xla.cli", "pytest_dumpref.pjrt.cli")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pytest_dumpref",
+                                     description="Analyse XLA dumps and build the dumpref PJRT plugin.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for room in ROOMS:
+        try:
+            module = importlib.import_module(room)
+        except ModuleNotFoundError as e:
+            if e.name != room:
+                raise
+            continue  # a room without a command line yet
+        module.register(sub)
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    return int(args.run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
