@@ -1,0 +1,296 @@
+"""Timing compiled XLA variants against each other, and the memory bandwidth they run at.
+
+The method, in one place, because a timing claim is only as good as its method:
+
+* **Pinned, single-threaded XLA.**  Timings run in a fresh subprocess, pinned to one CPU
+  (``sched_setaffinity`` before jax is imported, so XLA sizes its thread pools and its
+  loop partitioning for one CPU) with ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false``
+  and ``JAX_PLATFORMS=cpu``.  On a shared two-core machine two threads spread up to
+  ~50 %, one pinned thread ~1 %.  The flags must be set before jax initialises, which is
+  why this cannot run inside an already-running pytest process.
+* **Interleaved rounds.**  Every round times each variant once (a batch of calls), in a
+  freshly shuffled order (seeded, recorded).  Drift in the machine's load then hits all
+  variants alike, and differences are taken per round (paired), not between two
+  separate runs.
+* **An A/A control.**  A plan names one variant twice (same options, compiled twice);
+  the paired difference between the two copies is the noise floor of the method.
+* **Bandwidth measured the same way.**  Two calibration kernels are timed in the same
+  rounds: a streaming kernel (``y = 2 * x`` over an array the size the plan names: one
+  read stream, one write stream) and a dispatch kernel (the same over 8 elements: the
+  per-call cost of launching an executable).  Bandwidth is the streaming kernel's bytes
+  (XLA's own cost analysis) over its time less the dispatch time.
+
+Nothing here imports pytest: ``claims/test_fusion.py`` and ``benchmarks/`` call it.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SINGLE_THREAD_XLA_FLAGS = ("--xla_cpu_multi_thread_eigen=false",)
+
+# Names of the two calibration kernels, timed in the same rounds as the plan's variants.
+STREAM = "calibration: stream y=2x"
+DISPATCH = "calibration: dispatch y=2x over 8 elements"
+
+
+class TimingError(RuntimeError):
+    """A timing run failed; the message names the program and what went wrong."""
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """What to time.
+
+    program:  ``"module:function"``, importable in a fresh interpreter.
+    args:     the program's arguments as ``(dtype, shape)``; filled deterministically
+              (standard normal from ``seed``).
+    variants: variant name -> compiler options (``xla_disable_hlo_passes`` etc.).
+              Name one configuration twice to get the A/A control.
+    stream_shape: shape of the f32 array the streaming calibration kernel reads and
+              writes; the same size as the traffic being predicted, so that both sit at
+              the same level of the memory hierarchy.
+    """
+    program: str
+    args: tuple
+    variants: dict
+    stream_shape: tuple = (1024, 1024)
+    rounds: int = 30
+    calls_per_round: int = 20
+    warmup_calls: int = 20
+    seed: int = 0
+    cpu: int | None = None
+    timeout_s: float = 300.0
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["args"] = [[str(dt), list(shape)] for dt, shape in self.args]
+        d["stream_shape"] = list(self.stream_shape)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TimingPlan":
+        d = dict(d)
+        d["args"] = tuple((dt, tuple(shape)) for dt, shape in d["args"])
+        d["stream_shape"] = tuple(d["stream_shape"])
+        return cls(**d)
+
+
+@dataclass
+class VariantTiming:
+    """One variant's times: ``samples`` holds seconds per call, one per round."""
+    name: str
+    options: dict
+    bytes_accessed: float
+    samples: list
+    minor_faults_per_call: float
+    hlo_text: str = field(default="", repr=False)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def spread(self) -> float:
+        """Relative interquartile range of the per-round samples."""
+        q = statistics.quantiles(self.samples, n=4)
+        return (q[2] - q[0]) / self.median
+
+
+@dataclass
+class TimingResult:
+    plan: TimingPlan
+    variants: dict            # name -> VariantTiming, plan variants and calibration kernels
+    orders: list              # the shuffled order of each round
+    cpu: int
+    xla_flags: str
+    jax_version: str
+
+    # -- the numbers a claim states ------------------------------------------------------
+    def paired_differences(self, base: str, other: str) -> list:
+        """Per round: seconds per call of ``other`` minus ``base``, from the same round."""
+        a, b = self.variants[base].samples, self.variants[other].samples
+        return [y - x for x, y in zip(a, b)]
+
+    def difference(self, base: str, other: str) -> float:
+        """Median over rounds of the paired difference (seconds per call)."""
+        return statistics.median(self.paired_differences(base, other))
+
+    @property
+    def dispatch_seconds(self) -> float:
+        return self.variants[DISPATCH].median
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second of the streaming kernel, dispatch cost removed (paired per round)."""
+        stream = self.variants[STREAM]
+        seconds = statistics.median(self.paired_differences(DISPATCH, STREAM))
+        if seconds <= 0:
+            raise TimingError(f"the streaming kernel ({stream.median * 1e6:.1f} us) was not slower than "
+                              f"the dispatch kernel ({self.dispatch_seconds * 1e6:.1f} us): no bandwidth to measure")
+        return (stream.bytes_accessed - self.variants[DISPATCH].bytes_accessed) / seconds
+
+    def predicted_seconds(self, extra_bytes: float) -> float:
+        """The time ``extra_bytes`` take at the bandwidth measured in this run."""
+        return extra_bytes / self.bandwidth
+
+    def table(self) -> list:
+        """Rows for evidence.table: one per variant, medians in microseconds."""
+        return [{"variant": v.name, "median us/call": round(v.median * 1e6, 1),
+                 "IQR %": round(v.spread * 100, 1), "bytes accessed": int(v.bytes_accessed),
+                 "minor faults/call": round(v.minor_faults_per_call, 2)}
+                for v in self.variants.values()]
+
+    def method(self) -> str:
+        p = self.plan
+        return (f"pinned to CPU {self.cpu}, XLA_FLAGS={self.xla_flags}, {p.rounds} interleaved rounds "
+                f"(order shuffled per round, seed {p.seed}) of {p.calls_per_round} calls per variant "
+                f"after {p.warmup_calls} warm-up calls; paired per-round differences, median; "
+                f"A/A control; bandwidth from a y=2x stream over f32{list(p.stream_shape)} "
+                f"less the dispatch cost of the same kernel over 8 elements")
+
+
+def run_plan(plan: TimingPlan) -> TimingResult:
+    """Run ``plan`` in a pinned, single-threaded subprocess and return its timings."""
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "").split()
+    for f in SINGLE_THREAD_XLA_FLAGS:
+        if f not in flags:
+            flags.append(f)
+    env["XLA_FLAGS"] = " ".join(flags)
+    env["JAX_PLATFORMS"] = "cpu"          # never a plugin device that happens to claim priority
+    env["PYTHONHASHSEED"] = "0"
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest_dumpref.timing"],
+                              input=json.dumps(plan.to_json()), capture_output=True, text=True,
+                              env=env, timeout=plan.timeout_s)
+    except subprocess.TimeoutExpired as e:
+        raise TimingError(f"timing {plan.program} took longer than {plan.timeout_s:.0f} s "
+                          f"({plan.rounds} rounds x {plan.calls_per_round} calls)") from e
+    if proc.returncode != 0:
+        raise TimingError(f"timing {plan.program} failed in its subprocess (exit {proc.returncode}):\n"
+                          + proc.stderr[-3000:])
+    try:
+        raw = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError) as e:
+        raise TimingError(f"timing {plan.program}: the subprocess printed no result:\n{proc.stdout[-2000:]}"
+                          f"\n{proc.stderr[-2000:]}") from e
+    variants = {name: VariantTiming(**v) for name, v in raw["variants"].items()}
+    return TimingResult(plan=plan, variants=variants, orders=raw["orders"], cpu=raw["cpu"],
+                        xla_flags=raw["xla_flags"], jax_version=raw["jax_version"])
+
+
+# ---- the subprocess side ---------------------------------------------------------------------
+
+def resolve_program(ref: str):
+    """``"package.module:function"`` -> the function, with an error that names the reference."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not attr:
+        raise TimingError(f"program {ref!r} must be written 'module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise TimingError(f"program {ref!r}: cannot import {module_name}: {e}") from e
+    fn = module
+    for part in attr.split("."):
+        fn = getattr(fn, part, None)
+        if fn is None:
+            raise TimingError(f"program {ref!r}: {module_name} has no {attr}")
+    return fn
+
+
+def _pin(cpu: int | None) -> int:
+    allowed = sorted(os.sched_getaffinity(0))
+    chosen = allowed[-1] if cpu is None else cpu
+    if chosen not in allowed:
+        raise TimingError(f"cannot pin to CPU {chosen}: this process may use {allowed}")
+    os.sched_setaffinity(0, {chosen})
+    return chosen
+
+
+def _stream(x):
+    return x * 2.0
+
+
+def _worker(plan: TimingPlan) -> dict:
+    cpu = _pin(plan.cpu)                       # before jax exists: XLA sizes its pools from this
+    import jax
+    import numpy as np
+
+    rng = np.random.default_rng(plan.seed)
+    fn = resolve_program(plan.program)
+    args = [jax.device_put(rng.standard_normal(shape).astype(dtype)) for dtype, shape in plan.args]
+    stream_x = jax.device_put(rng.standard_normal(plan.stream_shape).astype(np.float32))
+    tiny_x = jax.device_put(np.ones(8, np.float32))
+
+    kernels = {}   # name -> (compiled, args, options)
+    for name, options in plan.variants.items():
+        kernels[name] = (jax.jit(fn).lower(*args).compile(compiler_options=dict(options) or None),
+                         args, dict(options))
+    kernels[STREAM] = (jax.jit(_stream).lower(stream_x).compile(), [stream_x], {})
+    kernels[DISPATCH] = (jax.jit(_stream).lower(tiny_x).compile(), [tiny_x], {})
+
+    def run(name, n):
+        compiled, a, _ = kernels[name]
+        out = None
+        for _ in range(n):
+            out = compiled(*a)
+            jax.block_until_ready(out)   # each call finishes before the next: no overlap
+        return out
+
+    for name in kernels:
+        run(name, plan.warmup_calls)
+
+    samples = {name: [] for name in kernels}
+    faults = {name: 0 for name in kernels}
+    orders = []
+    shuffle = random.Random(plan.seed)
+    names = list(kernels)
+    for _ in range(plan.rounds):
+        order = names[:]
+        shuffle.shuffle(order)
+        orders.append(order)
+        for name in order:
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            t0 = time.perf_counter_ns()
+            run(name, plan.calls_per_round)
+            t1 = time.perf_counter_ns()
+            faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
+            samples[name].append((t1 - t0) * 1e-9 / plan.calls_per_round)
+
+    calls = plan.rounds * plan.calls_per_round
+    variants = {}
+    for name, (compiled, _, options) in kernels.items():
+        cost = compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+        variants[name] = {"name": name, "options": options,
+                          "bytes_accessed": float(cost["bytes accessed"]),
+                          "samples": samples[name],
+                          "minor_faults_per_call": faults[name] / calls,
+                          "hlo_text": compiled.as_text()}
+    return {"variants": variants, "orders": orders, "cpu": cpu,
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "jax_version": jax.__version__}
+
+
+def main() -> int:
+    plan = TimingPlan.from_json(json.loads(sys.stdin.read()))
+    missing = [f for f in SINGLE_THREAD_XLA_FLAGS if f not in os.environ.get("XLA_FLAGS", "").split()]
+    if missing:
+        print(f"pytest_dumpref.timing: run through run_plan(); XLA_FLAGS lacks {missing}", file=sys.stderr)
+        return 2
+    result = _worker(plan)
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

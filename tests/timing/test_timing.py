@@ -1,0 +1,100 @@
+"""timing.py: the pinned, single-threaded, interleaved measurement the fusion claims rest on.
+
+The arithmetic is tested on synthetic samples (exact numbers); the subprocess is tested once,
+on a tiny plan, for what the method promises: the pin, the flags, interleaving, the A/A pair,
+XLA's byte counts, and clear errors.
+"""
+import json
+
+import pytest
+
+from pytest_dumpref import timing
+from pytest_dumpref.timing import (DISPATCH, STREAM, TimingError, TimingPlan, TimingResult,
+                                   VariantTiming, resolve_program, run_plan)
+
+PLAN = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (64, 64)),),
+                  variants={"fused": {}, "fused (A/A)": {}, "unfused": {"xla_disable_hlo_passes": "fusion"}},
+                  stream_shape=(256, 256), rounds=6, calls_per_round=3, warmup_calls=2)
+
+
+def _result(samples: dict, bytes_: dict) -> TimingResult:
+    variants = {n: VariantTiming(n, {}, bytes_[n], s, 0.0) for n, s in samples.items()}
+    return TimingResult(PLAN, variants, orders=[], cpu=0, xla_flags="", jax_version="")
+
+
+def test_paired_difference_is_the_median_of_per_round_differences():
+    r = _result({"a": [1.0, 2.0, 3.0], "b": [1.5, 2.1, 4.0]}, {"a": 0, "b": 0})
+    assert r.paired_differences("a", "b") == pytest.approx([0.5, 0.1, 1.0])
+    assert r.difference("a", "b") == pytest.approx(0.5)
+
+
+def test_bandwidth_removes_dispatch_cost_per_round():
+    # stream: 1000 bytes in 11 us; dispatch: 64 bytes in 1 us -> 936 bytes in 10 us
+    r = _result({STREAM: [11e-6, 12e-6, 11e-6], DISPATCH: [1e-6, 2e-6, 1e-6]},
+                {STREAM: 1000.0, DISPATCH: 64.0})
+    assert r.bandwidth == pytest.approx(936 / 10e-6)
+    assert r.predicted_seconds(9360) == pytest.approx(100e-6)
+
+
+def test_bandwidth_refuses_a_stream_no_slower_than_dispatch():
+    r = _result({STREAM: [1e-6] * 3, DISPATCH: [2e-6] * 3}, {STREAM: 1000.0, DISPATCH: 64.0})
+    with pytest.raises(TimingError, match="not slower than the dispatch kernel"):
+        r.bandwidth
+
+
+def test_plan_round_trips_through_json():
+    assert TimingPlan.from_json(json.loads(json.dumps(PLAN.to_json()))) == PLAN
+
+
+@pytest.mark.parametrize("ref, message", [
+    ("pytest_dumpref.examples.softmax", "must be written 'module:function'"),
+    ("pytest_dumpref.nosuchmodule:f", "cannot import pytest_dumpref.nosuchmodule"),
+    ("pytest_dumpref.examples:nosuchfunction", "has no nosuchfunction"),
+])
+def test_bad_program_reference_is_named(ref, message):
+    with pytest.raises(TimingError, match=message):
+        resolve_program(ref)
+
+
+def test_worker_refuses_to_run_without_single_thread_flags(monkeypatch, capsys):
+    monkeypatch.setenv("XLA_FLAGS", "")
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO(json.dumps(PLAN.to_json())))
+    assert timing.main() == 2
+    assert "run through run_plan()" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def small_run() -> TimingResult:
+    return run_plan(PLAN)
+
+
+def test_run_is_pinned_single_threaded_and_interleaved(small_run):
+    r = small_run
+    assert "--xla_cpu_multi_thread_eigen=false" in r.xla_flags.split()
+    assert set(r.variants) == {"fused", "fused (A/A)", "unfused", STREAM, DISPATCH}
+    assert all(len(v.samples) == PLAN.rounds and min(v.samples) > 0 for v in r.variants.values())
+    # every round times every kernel once; the order is shuffled, so it is not always the same
+    assert all(sorted(o) == sorted(r.variants) for o in r.orders) and len(r.orders) == PLAN.rounds
+    assert len({tuple(o) for o in r.orders}) > 1
+    # pinned to one CPU, XLA partitions no loop across threads
+    for v in r.variants.values():
+        assert '"outer_dimension_partitions":["' not in v.hlo_text, v.name
+
+
+def test_run_reports_xla_byte_counts(small_run):
+    import jax
+    import numpy as np
+    from pytest_dumpref.examples import softmax
+    x = np.zeros((64, 64), np.float32)
+    for name, options in PLAN.variants.items():
+        want = jax.jit(softmax).lower(x).compile(compiler_options=options or None).cost_analysis()
+        assert small_run.variants[name].bytes_accessed == want["bytes accessed"], name
+    assert small_run.variants[STREAM].bytes_accessed == 2 * 256 * 256 * 4   # one read, one write
+    assert small_run.variants["fused"].hlo_text == small_run.variants["fused (A/A)"].hlo_text
+
+
+def test_failure_in_subprocess_names_the_program():
+    bad = TimingPlan(program="pytest_dumpref.examples:layernorm", args=(("float32", (8, 8)),),
+                     variants={"a": {}}, stream_shape=(8, 8), rounds=1, calls_per_round=1, warmup_calls=0)
+    with pytest.raises(TimingError, match="timing pytest_dumpref.examples:layernorm failed"):
+        run_plan(bad)
