@@ -96,6 +96,15 @@ class Shape:
                 self._bytes = _array_bytes(self)
         return self._bytes
 
+    @property
+    def minor_to_major(self) -> tuple:
+        """The layout's dimension order, minor first; XLA's default when no layout is printed."""
+        if self.layout and len(self.layout) > 2:
+            order = self.layout[1:-1].split(":", 1)[0]
+            if order.strip():
+                return tuple(int(d) for d in order.split(","))
+        return tuple(range(len(self.dims) - 1, -1, -1))
+
     def xla_byte_size(self, pointer_size: int = 8) -> int:
         """ShapeUtil::ByteSizeOf(shape, pointer_size): a tuple is its index table only."""
         if self.tuple_shapes is not None:

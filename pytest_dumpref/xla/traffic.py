@@ -1,0 +1,630 @@
+"""Bytes read and written per kernel, spill-style, cross-checked with XLA's HloCostAnalysis.
+
+The model ("spill-style"): every kernel of the entry computation reads each of its operands
+from memory and writes its result to memory; whatever stays inside a fusion never touches
+memory.  Kernels are the instructions that run code: parameters, constants, tuples,
+get-tuple-element and bitcasts only name buffers that already exist, so they move nothing.
+A while loop runs its body ``known_trip_count`` times (and its condition once more); a call
+runs its callee's kernels.
+
+XLA's own HloCostAnalysis ("bytes accessed") counts almost the same thing but not quite.
+``xla_rule_bytes`` restates its rules instruction by instruction (so that a difference can be
+pinned on an instruction), and ``ModuleTraffic.compare_with_xla`` names every instruction
+where the two models differ and why, plus any remainder that the restated rules fail to
+explain.  The identity ``ours - sum(d.ours - d.xla) == XLA's bytes accessed`` is what the
+tests check.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from .hlo import HloComputation, HloModule, Instruction, Shape
+
+__all__ = [
+    "KernelTraffic", "ModuleTraffic", "Discrepancy", "Allocation", "BufferValue",
+    "module_traffic", "xla_rule_bytes", "parse_buffer_assignment", "trip_count",
+]
+
+# Instructions that name existing buffers (or order work) and run no kernel.
+FREE_OPCODES = frozenset({
+    "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
+    "add-dependency", "domain", "opt-barrier", "partition-id", "replica-id",
+})
+# Size of a pointer in a tuple's index table, as the CPU client's shape-size function uses.
+POINTER_SIZE = 8
+
+
+@dataclass
+class KernelTraffic:
+    """One kernel: bytes it reads and writes per execution, and how often it runs.
+
+    ``name`` is the instruction's name; kernels inside a while body or a called computation
+    carry a ``path`` such as ``while.6/ynn_fusion``.  ``entry_instruction`` is the entry
+    instruction it belongs to (the while loop for a body kernel).
+    """
+    name: str
+    opcode: str
+    fusion_kind: str | None
+    bytes_read: int
+    bytes_written: int
+    operand_shapes: list
+    output_shape: Shape
+    executions: int = 1
+    path: str = ""
+    entry_instruction: str = ""
+
+    @property
+    def bytes_accessed(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def total_read(self) -> int:
+        return self.bytes_read * self.executions
+
+    @property
+    def total_written(self) -> int:
+        return self.bytes_written * self.executions
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "path": self.path or self.name, "opcode": self.opcode,
+                "fusion_kind": self.fusion_kind, "bytes_read": self.bytes_read,
+                "bytes_written": self.bytes_written, "executions": self.executions,
+                "operand_shapes": [str(s) for s in self.operand_shapes],
+                "output_shape": str(self.output_shape),
+                "entry_instruction": self.entry_instruction}
+
+
+@dataclass
+class Discrepancy:
+    """An entry instruction whose bytes differ between this model and XLA's rules."""
+    instruction: str
+    ours: float
+    xla: float
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"instruction": self.instruction, "ours": self.ours, "xla": self.xla,
+                "reason": self.reason}
+
+
+# ---- buffer assignment ---------------------------------------------------------------------
+
+@dataclass
+class BufferValue:
+    """One value placed in an allocation (``<id name{index} @pos> (size=..,offset=..)``)."""
+    id: int
+    name: str
+    index: str
+    size: int
+    offset: int
+    shape: str
+    is_phi: bool = False
+
+
+@dataclass
+class Allocation:
+    """One buffer allocation of XLA's buffer assignment and the values that live in it."""
+    index: int
+    size: int
+    kinds: tuple
+    parameter: int | None = None
+    values: list = field(default_factory=list)
+
+    @property
+    def is_temp(self) -> bool:
+        """Scratch memory of the program: not a parameter, constant, output or thread-local."""
+        if "preallocated-temp" in self.kinds:
+            return True
+        return not any(k in self.kinds for k in (
+            "parameter", "constant", "thread-local", "maybe-live-out", "output"))
+
+    def sharing(self) -> list:
+        """Groups of values whose byte ranges overlap: they reuse the same memory in turn."""
+        groups: list[list[BufferValue]] = []
+        ends: list[int] = []
+        for v in sorted(self.values, key=lambda v: (v.offset, -v.size)):
+            if groups and v.offset < ends[-1]:
+                groups[-1].append(v)
+                ends[-1] = max(ends[-1], v.offset + v.size)
+            else:
+                groups.append([v])
+                ends.append(v.offset + v.size)
+        return groups
+
+
+_ALLOCATION = re.compile(r"allocation (\d+): size (\d+)(.*):$")
+_VALUE = re.compile(r"\s*value: <(\d+) (\S+?)(\{[^}]*\})?( \(phi\))? @\d+> "
+                    r"\(size=(\d+),offset=(\d+)\): (.*)$")
+
+
+def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
+    """Allocations from a ``*-buffer-assignment.txt`` dump (the part before 'Total bytes')."""
+    allocations: list[Allocation] = []
+    seen_header = False
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if line.startswith("BufferAssignment:"):
+            seen_header = True
+            continue
+        m = _ALLOCATION.match(line)
+        if m:
+            rest = m.group(3)
+            kinds = []
+            param = None
+            pm = re.search(r"parameter (\d+)", rest)
+            if pm:
+                kinds.append("parameter")
+                param = int(pm.group(1))
+            if "output shape is" in rest:
+                kinds.append("output")
+            for k in ("constant", "thread-local", "maybe-live-out", "preallocated-temp"):
+                if re.search(r"(^|, )" + k + r"(,|$)", rest):
+                    kinds.append(k)
+            allocations.append(Allocation(int(m.group(1)), int(m.group(2)), tuple(kinds), param))
+            continue
+        if line.lstrip().startswith("value:") and allocations:
+            v = _VALUE.match(line)
+            if not v:
+                raise ValueError(f"{source or '<buffer assignment>'}:{lineno}: "
+                                 f"unreadable value line {line.strip()[:60]!r}")
+            allocations[-1].values.append(BufferValue(
+                int(v.group(1)), v.group(2), v.group(3) or "{}", int(v.group(5)),
+                int(v.group(6)), v.group(7), v.group(4) is not None))
+            continue
+        if allocations and not line.startswith(" ") and not m:
+            break  # the summary sections that follow the allocations
+    if not seen_header:
+        raise ValueError(f"{source or '<buffer assignment>'}: not a buffer assignment "
+                         f"(no 'BufferAssignment:' line)")
+    return allocations
+
+
+# ---- XLA's rules, restated per instruction -------------------------------------------------
+
+def _xla_size(shape: Shape) -> int:
+    # HloCostAnalysis sizes a tuple by its index table, an array by its data.
+    return shape.xla_byte_size(POINTER_SIZE)
+
+
+class _Rules:
+    """HloCostAnalysis "bytes accessed", one instruction at a time, for one module."""
+
+    def __init__(self, module: HloModule):
+        self.module = module
+        self._users: dict[str, dict] = {}
+        self._cache: dict[tuple, float] = {}
+
+    def users(self, comp: HloComputation) -> dict:
+        users = self._users.get(comp.name)
+        if users is None:
+            users = {i.name: [] for i in comp.instructions}
+            for inst in comp.instructions:
+                for op in dict.fromkeys(inst.operands):  # a user counts once per operand
+                    users[op].append(inst)
+            self._users[comp.name] = users
+        return users
+
+    def computation(self, name: str) -> float:
+        key = ("comp", name)
+        if key not in self._cache:
+            comp = self.module.computations[name]
+            self._cache[key] = sum(self.instruction(comp, i) for i in comp.instructions)
+        return self._cache[key]
+
+    def operand_shape(self, comp: HloComputation, inst: Instruction, i: int) -> Shape:
+        return comp.instruction(inst.operands[i]).shape
+
+    def instruction(self, comp: HloComputation, inst: Instruction) -> float:
+        op = inst.opcode
+        size = _xla_size
+        if op in ("parameter", "constant", "get-tuple-element", "bitcast", "after-all",
+                  "add-dependency", "domain"):
+            return 0
+        if op == "tuple":
+            return size(inst.shape)
+        if op == "transpose" and is_bitcast_transpose(comp, inst):
+            return 0
+        if op == "slice":
+            return 2 * size(inst.shape)
+        if op == "dynamic-slice":
+            return 2 * size(inst.shape) + size(self.operand_shape(comp, inst, 1))
+        if op == "dynamic-update-slice":
+            return 2 * size(self.operand_shape(comp, inst, 1)) + \
+                size(self.operand_shape(comp, inst, 2))
+        if op == "gather":
+            return 2 * size(inst.shape) + size(self.operand_shape(comp, inst, 1))
+        if op == "custom-call":
+            return -1
+        if op == "while":
+            return self.computation(_attr_name(inst, "body")) + \
+                self.computation(_attr_name(inst, "condition"))
+        if op in ("call", "async-start"):
+            return self.computation(inst.called[0])
+        if op == "conditional":
+            return max(self.computation(c) for c in inst.called)
+        if op == "fusion":
+            return self.fusion(inst)[0]
+        total = size(inst.shape)
+        for i in range(len(inst.operands)):
+            total += size(self.operand_shape(comp, inst, i))
+        return total
+
+    def fusion(self, inst: Instruction):
+        """(bytes, details): XLA's count for a fusion and what it read/wrote per operand."""
+        fused = self.module.computations[inst.called[0]]
+        root = fused.root
+        details = {"output": [], "constants": [], "operands": []}
+        total = 0
+        # output: every array leaf; an in-place dynamic-update-slice writes only its update
+        if not inst.shape.is_tuple:
+            if root.opcode == "dynamic-update-slice":
+                n = _xla_size(fused.instruction(root.operands[1]).shape)
+                details["output"].append(("dynamic-update-slice", n))
+            else:
+                n = _xla_size(inst.shape)
+            total += n
+        else:
+            for i, leaf in enumerate(inst.shape.tuple_shapes):
+                total += self._fusion_output_leaf(fused, root, i, leaf, details)
+        # constants with more than one element are read from memory
+        for c in fused.instructions:
+            if c.opcode == "constant" and c.shape.element_count > 1 and not c.shape.is_tuple:
+                total += _xla_size(c.shape)
+                details["constants"].append((c.name, _xla_size(c.shape)))
+        for p in fused.parameters:
+            n, why = self.parameter_read(fused, p)
+            total += n
+            details["operands"].append((p.parameter_number, n, why))
+        return total, details
+
+    def _fusion_output_leaf(self, fused, root, i, leaf: Shape, details) -> int:
+        if leaf.is_tuple:  # nested tuple: arrays below count fully
+            return sum(_xla_size(s) for s in leaf.leaves())
+        if root.opcode == "tuple":
+            part = fused.instruction(root.operands[i])
+            if part.opcode == "dynamic-update-slice":
+                n = _xla_size(fused.instruction(part.operands[1]).shape)
+                details["output"].append(("dynamic-update-slice", n))
+                return n
+        return _xla_size(leaf)
+
+    def parameter_read(self, fused: HloComputation, param: Instruction):
+        """FusionParameterReadBytes: how much of a fused parameter XLA counts as read."""
+        if param.shape.is_tuple:
+            total, whys = 0, []
+            for gte_chain_leaf in self._tuple_leaf_users(fused, param):
+                n, why = self._read_bytes(fused, gte_chain_leaf)
+                total += n
+                whys += why
+            return total, whys
+        return self._read_bytes(fused, param)
+
+    def _tuple_leaf_users(self, fused, param):
+        users = self.users(fused)
+        out = []
+        for u in users[param.name]:
+            if u.opcode == "get-tuple-element":
+                out.append(u)
+        return out
+
+    def _read_bytes(self, fused: HloComputation, hlo: Instruction):
+        size = 0
+        whys: list[str] = []
+        seen_trivial = False
+        whole = _xla_size(hlo.shape)
+        for user in self.users(fused)[hlo.name]:
+            op = user.opcode
+            if op == "fusion":
+                nested = self.module.computations[user.called[0]]
+                for idx, name in enumerate(user.operands):
+                    if name == hlo.name:
+                        n, why = self._read_bytes(nested, nested.parameters[idx])
+                        size += n
+                        whys += why
+            elif op == "slice":
+                size += _xla_size(user.shape)
+                whys.append(f"slice {user.name} reads {_xla_size(user.shape)} bytes")
+            elif op == "dynamic-slice":
+                if user.operands[0] == hlo.name:
+                    size += _xla_size(user.shape)
+                    whys.append(f"dynamic-slice {user.name} reads {_xla_size(user.shape)} bytes")
+                elif not seen_trivial:
+                    seen_trivial = True
+                    size += whole
+            elif op == "dynamic-update-slice":
+                if user.operands[0] != hlo.name:
+                    if not seen_trivial:
+                        seen_trivial = True
+                        size += whole
+                else:
+                    whys.append(f"updated in place by {user.name}, not read")
+            elif op in ("broadcast", "reshape"):
+                size += whole
+                whys.append(f"{op} {user.name} counts a read of its own")
+            elif not seen_trivial:
+                seen_trivial = True
+                size += whole
+        return size, whys
+
+
+def is_bitcast_transpose(comp: HloComputation, inst: Instruction) -> bool:
+    """A transpose whose layouts make it a relabelling of the same bytes (XLA's
+    ShapeUtil::TransposeIsBitcast): the permutation maps the output's minor-to-major order
+    onto the operand's."""
+    if inst.opcode != "transpose" or "dimensions" not in inst.attrs:
+        return False
+    operand = comp.instruction(inst.operands[0]).shape
+    if operand.element_type != inst.shape.element_type:
+        return False
+    perm = [int(d) for d in inst.attrs["dimensions"].strip("{}").split(",") if d.strip()]
+    out_order = inst.shape.minor_to_major
+    if len(perm) != len(out_order):
+        return False
+    return tuple(perm[d] for d in out_order) == operand.minor_to_major
+
+
+def _attr_name(inst: Instruction, key: str) -> str:
+    return inst.attrs[key].lstrip("%")
+
+
+def xla_rule_bytes(module: HloModule) -> dict:
+    """XLA's "bytes accessed" per entry instruction, by the rules of HloCostAnalysis."""
+    rules = _Rules(module)
+    return {i.name: rules.instruction(module.entry, i) for i in module.entry.instructions}
+
+
+def trip_count(inst: Instruction) -> int | None:
+    """The while loop's trip count that XLA proved (``known_trip_count`` in backend_config)."""
+    config = inst.attrs.get("backend_config")
+    if not config:
+        return None
+    try:
+        n = json.loads(config).get("known_trip_count", {}).get("n")
+    except (ValueError, AttributeError):
+        return None
+    return int(n) if n is not None else None
+
+
+# ---- the spill-style model -----------------------------------------------------------------
+
+def _leaf_bytes(shape: Shape) -> int:
+    return shape.byte_size
+
+
+class ModuleTraffic:
+    """Spill-style traffic of a module: kernels, totals, temporaries, and XLA's view of it."""
+
+    def __init__(self, module: HloModule, kernels: list, temporaries: list | None,
+                 xla_rules: dict, notes: dict):
+        self.module = module
+        self.kernels = kernels
+        self.temporaries = temporaries if temporaries is not None else []
+        self.has_buffer_assignment = temporaries is not None
+        self.xla_rules = xla_rules  # entry instruction -> XLA's bytes by the restated rules
+        self.notes = notes          # entry instruction -> why our count differs in kind
+        self.xla_cost: dict | None = None
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(k.total_read for k in self.kernels)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(k.total_written for k in self.kernels)
+
+    @property
+    def bytes_accessed(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def temp_bytes(self) -> int:
+        return sum(a.size for a in self.temporaries)
+
+    @property
+    def flops(self) -> float | None:
+        """XLA's flop count (from cost analysis), when ``with_xla_cost`` was given one."""
+        return None if self.xla_cost is None else self.xla_cost.get("flops")
+
+    @property
+    def transcendentals(self) -> float | None:
+        return None if self.xla_cost is None else self.xla_cost.get("transcendentals")
+
+    def with_xla_cost(self, cost: dict) -> "ModuleTraffic":
+        """Attach XLA's cost analysis (``xla_private.cost_analysis``) for flops and comparison."""
+        self.xla_cost = dict(cost)
+        return self
+
+    def per_entry_instruction(self) -> dict:
+        """Our bytes accessed, summed over the kernels of each entry instruction."""
+        out = {i.name: 0 for i in self.module.entry.instructions}
+        for k in self.kernels:
+            out[k.entry_instruction] += k.total_read + k.total_written
+        return out
+
+    def compare_with_xla(self, cost: dict | None = None) -> list:
+        """Every entry instruction where this model and XLA's rules differ, and why.
+
+        ``cost`` is XLA's cost analysis of the same module (defaults to the one attached with
+        ``with_xla_cost``).  When the restated rules do not add up to XLA's own
+        "bytes accessed", a last Discrepancy named ``(unexplained)`` carries the remainder.
+        """
+        cost = cost if cost is not None else self.xla_cost
+        ours = self.per_entry_instruction()
+        found = []
+        for inst in self.module.entry.instructions:
+            a, b = ours[inst.name], self.xla_rules[inst.name]
+            if a != b:
+                found.append(Discrepancy(inst.name, a, b, self.notes.get(inst.name) or
+                                         _generic_reason(inst)))
+        if cost is not None:
+            rule_total = sum(self.xla_rules.values())
+            xla_total = cost.get("bytes accessed")
+            if xla_total is not None and rule_total != xla_total:
+                found.append(Discrepancy(
+                    "(unexplained)", rule_total, xla_total,
+                    "XLA's HloCostAnalysis total differs from its rules as restated here"))
+        return found
+
+    def as_dict(self) -> dict:
+        d = {"module": self.module.name, "source": self.module.source,
+             "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
+             "bytes_accessed": self.bytes_accessed,
+             "kernels": [k.as_dict() for k in self.kernels]}
+        if self.has_buffer_assignment:
+            d["temp_bytes"] = self.temp_bytes
+            d["temporaries"] = [{"allocation": a.index, "size": a.size,
+                                 "values": [v.name + (v.index if v.index != "{}" else "")
+                                            for v in a.values]} for a in self.temporaries]
+        if self.xla_cost is not None:
+            d["xla"] = {"bytes_accessed": self.xla_cost.get("bytes accessed"),
+                        "flops": self.flops, "transcendentals": self.transcendentals}
+            d["discrepancies"] = [x.as_dict() for x in self.compare_with_xla()]
+        return d
+
+
+def _generic_reason(inst: Instruction) -> str:
+    op = inst.opcode
+    if op in ("slice", "dynamic-slice", "gather"):
+        return f"{op}: XLA counts only the elements it reads, not the whole operand"
+    if op == "dynamic-update-slice":
+        return "dynamic-update-slice: XLA counts the update only; the buffer is updated in place"
+    if op == "custom-call":
+        return "custom-call: XLA does not know its cost and reports -1"
+    return f"{op}: the rules differ"
+
+
+class _Builder:
+    def __init__(self, module: HloModule):
+        self.module = module
+        self.rules = _Rules(module)
+        self.kernels: list[KernelTraffic] = []
+        self.notes: dict[str, str] = {}
+
+    def kernel(self, comp: HloComputation, inst: Instruction, executions: int, prefix: str,
+               entry_name: str) -> None:
+        shapes = [comp.instruction(o).shape for o in inst.operands]
+        self.kernels.append(KernelTraffic(
+            inst.name, inst.opcode, inst.fusion_kind,
+            sum(_leaf_bytes(s) for s in shapes), _leaf_bytes(inst.shape), shapes, inst.shape,
+            executions, prefix + inst.name, entry_name))
+
+    def computation(self, comp: HloComputation, executions: int, prefix: str,
+                    entry_name: str | None) -> None:
+        for inst in comp.instructions:
+            self.instruction(comp, inst, executions, prefix, entry_name or inst.name)
+
+    def instruction(self, comp, inst, executions, prefix, entry_name) -> None:
+        op = inst.opcode
+        if op in FREE_OPCODES or is_bitcast_transpose(comp, inst):
+            return
+        if op == "while":
+            n = trip_count(inst)
+            known = n is not None
+            n = n if known else 1
+            inner = prefix + inst.name + "/"
+            self.computation(self.module.computations[_attr_name(inst, "body")],
+                             executions * n, inner, entry_name)
+            self.computation(self.module.computations[_attr_name(inst, "condition")],
+                             executions * (n + 1), inner, entry_name)
+            return
+        if op == "call":
+            self.computation(self.module.computations[inst.called[0]], executions,
+                             prefix + inst.name + "/", entry_name)
+            return
+        if op == "conditional":
+            # which branch runs is data-dependent: count the heaviest one, as XLA does
+            branches = [self.module.computations[c] for c in inst.called]
+            heaviest = max(branches, key=lambda c: self.rules.computation(c.name))
+            self.computation(heaviest, executions, prefix + inst.name + "/", entry_name)
+            return
+        self.kernel(comp, inst, executions, prefix, entry_name)
+
+    def explain(self, inst: Instruction) -> str | None:
+        """Why this entry instruction's bytes differ between the two models, if they do."""
+        op = inst.opcode
+        if op == "tuple":
+            return (f"tuple: XLA counts its index table ({_xla_size(inst.shape)} bytes); "
+                    f"here a tuple only gathers pointers and runs no kernel")
+        if op == "while":
+            n = trip_count(inst)
+            once = self.rules.instruction(self.module.entry, inst)
+            ours_once = sum(k.bytes_accessed for k in self.kernels
+                            if k.entry_instruction == inst.name)
+            if n is None:
+                return (f"while loop with no known trip count: both count one iteration "
+                        f"(XLA {once:g} bytes, here {ours_once} bytes by the kernel rule)")
+            inner = self._inner_differences(inst)
+            text = (f"while loop: XLA counts the body and the condition once ({once:g} bytes); "
+                    f"here the body runs {n} times and the condition {n + 1} times "
+                    f"(known_trip_count={n})")
+            if inner:
+                text += "; within one iteration the rules also differ at " + ", ".join(inner)
+            return text
+        if op == "fusion":
+            return self._fusion_reason(self.module.entry, inst)
+        if op == "custom-call":
+            return "custom-call: XLA does not know its cost and reports -1"
+        return None
+
+    def _inner_differences(self, loop: Instruction) -> list:
+        out = []
+        for key in ("body", "condition"):
+            comp = self.module.computations[_attr_name(loop, key)]
+            for inst in comp.instructions:
+                if inst.opcode in FREE_OPCODES and inst.opcode != "tuple":
+                    continue
+                xla = self.rules.instruction(comp, inst)
+                ours = 0 if inst.opcode in FREE_OPCODES else \
+                    sum(_leaf_bytes(comp.instruction(o).shape) for o in inst.operands) + \
+                    _leaf_bytes(inst.shape)
+                if ours != xla:
+                    why = self._fusion_reason(comp, inst) if inst.opcode == "fusion" else \
+                        (_generic_reason(inst) if inst.opcode != "tuple" else
+                         "XLA counts the tuple's index table")
+                    out.append(f"{inst.name} (ours {ours}, XLA {xla:g}: {why})")
+        return out
+
+    def _fusion_reason(self, comp: HloComputation, inst: Instruction) -> str | None:
+        _, details = self.rules.fusion(inst)
+        parts = []
+        for n, (pnum, read, whys) in enumerate(details["operands"]):
+            operand = comp.instruction(inst.operands[pnum])
+            whole = _leaf_bytes(operand.shape)
+            if read != whole:
+                parts.append(f"operand {pnum} ({operand.name}): XLA reads {read} of {whole} "
+                             f"bytes ({'; '.join(whys) or 'fused parameter rule'})")
+        for kind, n in details["output"]:
+            parts.append(f"output: XLA counts {n} of {_leaf_bytes(inst.shape)} bytes "
+                         f"(root is an in-place {kind})")
+        for name, n in details["constants"]:
+            parts.append(f"XLA adds the fused constant {name} ({n} bytes)")
+        if not parts:
+            return None
+        return f"fusion {inst.fusion_kind}: " + "; ".join(parts)
+
+
+def module_traffic(module: HloModule, *, buffer_assignment_text: str | None = None,
+                   xla_cost: dict | None = None) -> ModuleTraffic:
+    """Spill-style traffic of ``module``; temporaries from its buffer assignment when given.
+
+    ``xla_cost`` (``xla_private.cost_analysis`` of the same text) adds XLA's flops and its
+    bytes-accessed total for ``compare_with_xla``.
+    """
+    b = _Builder(module)
+    b.computation(module.entry, 1, "", None)
+    rules = {i.name: b.rules.instruction(module.entry, i) for i in module.entry.instructions}
+    notes = {}
+    for inst in module.entry.instructions:
+        reason = b.explain(inst)
+        if reason:
+            notes[inst.name] = reason
+    temporaries = None
+    if buffer_assignment_text is not None:
+        src = (module.source or module.name) + " (buffer assignment)"
+        temporaries = [a for a in parse_buffer_assignment(buffer_assignment_text, source=src)
+                       if a.is_temp]
+    traffic = ModuleTraffic(module, b.kernels, temporaries, rules, notes)
+    if xla_cost is not None:
+        traffic.with_xla_cost(xla_cost)
+    return traffic
