@@ -1,0 +1,539 @@
+/* buffer.c -- PJRT_Buffer: arrays held by the device, and the two copies that move them
+ * (host -> device in PJRT_Client_BufferFromHostBuffer, device -> host in ToHostBuffer).
+ *
+ * A buffer is always dense and row-major on the device.  The host side may be anything numpy
+ * makes: jaxlib hands over raw numpy byte strides (transposed, sliced, negative), so both copies
+ * go through one strided n-d copy.  Element types are only a size here: the device never looks
+ * inside an element, so bf16, float8 and complex cost nothing extra.  Sub-byte types (int4,
+ * int2, float4) are packed by jaxlib in ways this device does not model: they are refused with
+ * a message, never mis-copied.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dumpref.h"
+
+#define DR_MAX_RANK 64
+
+size_t dr_element_size(PJRT_Buffer_Type type) {
+  switch (type) {
+    case PJRT_Buffer_Type_PRED:
+    case PJRT_Buffer_Type_S8:
+    case PJRT_Buffer_Type_U8:
+    case PJRT_Buffer_Type_F8E5M2:
+    case PJRT_Buffer_Type_F8E4M3FN:
+    case PJRT_Buffer_Type_F8E4M3B11FNUZ:
+    case PJRT_Buffer_Type_F8E5M2FNUZ:
+    case PJRT_Buffer_Type_F8E4M3FNUZ:
+    case PJRT_Buffer_Type_F8E4M3:
+    case PJRT_Buffer_Type_F8E3M4:
+    case PJRT_Buffer_Type_F8E8M0FNU:
+      return 1;
+    case PJRT_Buffer_Type_S16:
+    case PJRT_Buffer_Type_U16:
+    case PJRT_Buffer_Type_F16:
+    case PJRT_Buffer_Type_BF16:
+      return 2;
+    case PJRT_Buffer_Type_S32:
+    case PJRT_Buffer_Type_U32:
+    case PJRT_Buffer_Type_F32:
+      return 4;
+    case PJRT_Buffer_Type_S64:
+    case PJRT_Buffer_Type_U64:
+    case PJRT_Buffer_Type_F64:
+    case PJRT_Buffer_Type_C64:
+      return 8;
+    case PJRT_Buffer_Type_C128:
+      return 16;
+    default: /* INVALID, TOKEN, S4, U4, S2, U2, F4E2M1FN */
+      return 0;
+  }
+}
+
+const char* dr_type_name(PJRT_Buffer_Type type) {
+  static const char* const names[] = {
+      "INVALID", "PRED", "S8", "S16", "S32", "S64", "U8", "U16", "U32", "U64", "F16", "F32",
+      "F64", "BF16", "C64", "C128", "F8E5M2", "F8E4M3FN", "F8E4M3B11FNUZ", "F8E5M2FNUZ",
+      "F8E4M3FNUZ", "S4", "U4", "TOKEN", "S2", "U2", "F8E4M3", "F8E3M4", "F8E8M0FNU",
+      "F4E2M1FN"};
+  if ((unsigned)type < sizeof names / sizeof names[0]) return names[type];
+  return "UNKNOWN";
+}
+
+/* ---- the device's memory: accounting ------------------------------------------------- */
+
+static void account_alloc(PJRT_Client* c, size_t bytes) {
+  long long now = atomic_fetch_add(&c->bytes_in_use, (long long)bytes) + (long long)bytes;
+  atomic_fetch_add(&c->num_allocs, 1);
+  atomic_fetch_add(&c->live_buffers, 1);
+  long long peak = atomic_load(&c->peak_bytes_in_use);
+  while (now > peak && !atomic_compare_exchange_weak(&c->peak_bytes_in_use, &peak, now)) {
+  }
+}
+
+/* Frees the data exactly once, whichever of Delete / Destroy / the last external reference
+ * gets here first. */
+static void release_data(PJRT_Buffer* b) {
+  if (atomic_exchange(&b->data_freed, true)) return;
+  free(b->data);
+  b->data = NULL;
+  atomic_fetch_sub(&b->client->bytes_in_use, (long long)b->byte_size);
+}
+
+PJRT_Buffer* dr_buffer_new(PJRT_Client* client, PJRT_Buffer_Type type, const int64_t* dims,
+                           size_t num_dims, PJRT_Error** error) {
+  size_t element = dr_element_size(type);
+  if (element == 0) {
+    *error = dr_error(PJRT_Error_Code_UNIMPLEMENTED,
+                      "the dumpref device does not hold element type %s (%d)", dr_type_name(type),
+                      (int)type);
+    return NULL;
+  }
+  if (num_dims > DR_MAX_RANK) {
+    *error = dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "rank %zu exceeds the dumpref limit %d",
+                      num_dims, DR_MAX_RANK);
+    return NULL;
+  }
+  if (num_dims > 0 && dims == NULL) {
+    *error = dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "dims is NULL for a rank-%zu array",
+                      num_dims);
+    return NULL;
+  }
+  size_t bytes = element;
+  for (size_t i = 0; i < num_dims; i++) {
+    if (dims[i] < 0) {
+      *error = dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "dimension %zu is negative (%lld)", i,
+                        (long long)dims[i]);
+      return NULL;
+    }
+    if (dims[i] != 0 && bytes > SIZE_MAX / (size_t)dims[i]) {
+      *error = dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "array size overflows size_t");
+      return NULL;
+    }
+    bytes *= (size_t)dims[i];
+  }
+  PJRT_Buffer* b = calloc(1, sizeof(PJRT_Buffer));
+  int64_t* shape = num_dims ? malloc(2 * num_dims * sizeof(int64_t)) : NULL;
+  void* data = bytes ? malloc(bytes) : NULL;
+  if (b == NULL || (num_dims && shape == NULL) || (bytes && data == NULL)) {
+    free(b);
+    free(shape);
+    free(data);
+    *error = dr_error(PJRT_Error_Code_RESOURCE_EXHAUSTED,
+                      "the dumpref device could not allocate %zu bytes", bytes);
+    return NULL;
+  }
+  b->client = client;
+  b->device = &client->device;
+  b->memory = &client->memory;
+  b->type = type;
+  b->num_dims = num_dims;
+  b->dims = shape;
+  b->minor_to_major = shape ? shape + num_dims : NULL;
+  for (size_t i = 0; i < num_dims; i++) {
+    shape[i] = dims[i];
+    shape[num_dims + i] = (int64_t)(num_dims - 1 - i); /* row-major */
+  }
+  b->byte_size = bytes;
+  b->data = data;
+  atomic_init(&b->deleted, false);
+  atomic_init(&b->data_freed, false);
+  atomic_init(&b->external_references, 0);
+  account_alloc(client, bytes);
+  *error = NULL;
+  return b;
+}
+
+static void destroy_buffer(PJRT_Buffer* b) {
+  release_data(b);
+  atomic_fetch_sub(&b->client->live_buffers, 1);
+  free(b->dims);
+  free(b);
+}
+
+/* ---- strided copies -------------------------------------------------------------------- */
+
+static void dense_strides(const int64_t* dims, size_t n, size_t element, int64_t* strides) {
+  int64_t s = (int64_t)element;
+  for (size_t i = n; i-- > 0;) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+}
+
+/* Copies an n-d array element by element (or run by run when the innermost dimension is
+ * contiguous on both sides).  Strides are in bytes and may be negative. */
+static void copy_strided(char* dst, const int64_t* dst_strides, const char* src,
+                         const int64_t* src_strides, const int64_t* dims, size_t n,
+                         size_t element) {
+  for (size_t i = 0; i < n; i++)
+    if (dims[i] == 0) return;
+  if (n == 0) {
+    memcpy(dst, src, element);
+    return;
+  }
+  int64_t index[DR_MAX_RANK] = {0};
+  size_t inner = n - 1;
+  bool inner_run = dst_strides[inner] == (int64_t)element && src_strides[inner] == (int64_t)element;
+  for (;;) {
+    int64_t d = 0, s = 0;
+    for (size_t i = 0; i < inner; i++) {
+      d += index[i] * dst_strides[i];
+      s += index[i] * src_strides[i];
+    }
+    if (inner_run) {
+      memcpy(dst + d, src + s, (size_t)dims[inner] * element);
+    } else {
+      for (int64_t k = 0; k < dims[inner]; k++)
+        memcpy(dst + d + k * dst_strides[inner], src + s + k * src_strides[inner], element);
+    }
+    /* advance the outer index like an odometer */
+    size_t i = inner;
+    for (;;) {
+      if (i == 0) return;
+      i--;
+      if (++index[i] < dims[i]) break;
+      index[i] = 0;
+    }
+  }
+}
+
+/* Byte strides of a host layout (NULL = dense row-major).  Tiled layouts are accepted without
+ * tiles, i.e. as a permutation of the dimensions. */
+static PJRT_Error* host_layout_strides(const char* fn, const PJRT_Buffer_MemoryLayout* layout,
+                                       const int64_t* dims, size_t n, size_t element,
+                                       int64_t* strides) {
+  if (layout == NULL) {
+    dense_strides(dims, n, element, strides);
+    return NULL;
+  }
+  if (layout->struct_size < PJRT_STRUCT_SIZE(PJRT_Buffer_MemoryLayout, type))
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: layout struct_size %zu is too small",
+                    fn, layout->struct_size);
+  if (layout->type == PJRT_Buffer_MemoryLayout_Type_Strides) {
+    if (layout->strides.num_byte_strides != n || (n && layout->strides.byte_strides == NULL))
+      return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "%s: layout has %zu byte strides for a rank-%zu array", fn,
+                      layout->strides.num_byte_strides, n);
+    for (size_t i = 0; i < n; i++) strides[i] = layout->strides.byte_strides[i];
+    return NULL;
+  }
+  if (layout->type != PJRT_Buffer_MemoryLayout_Type_Tiled)
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: unknown layout type %d", fn,
+                    (int)layout->type);
+  if (layout->tiled.num_tiles != 0)
+    return dr_error(PJRT_Error_Code_UNIMPLEMENTED, "%s: tiled layouts (%zu tiles) are not "
+                    "supported by the dumpref device", fn, layout->tiled.num_tiles);
+  if (layout->tiled.minor_to_major_size != n || (n && layout->tiled.minor_to_major == NULL))
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "%s: minor_to_major has %zu entries for a rank-%zu array", fn,
+                    layout->tiled.minor_to_major_size, n);
+  bool seen[DR_MAX_RANK] = {false};
+  int64_t s = (int64_t)element;
+  for (size_t k = 0; k < n; k++) {
+    int64_t dim = layout->tiled.minor_to_major[k];
+    if (dim < 0 || (size_t)dim >= n || seen[dim])
+      return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "%s: minor_to_major is not a permutation of 0..%zu", fn, n - 1);
+    seen[dim] = true;
+    strides[dim] = s;
+    s *= dims[dim];
+  }
+  return NULL;
+}
+
+/* Bytes a host array with these strides spans (strides must be >= 0 on the host side). */
+static PJRT_Error* host_extent(const char* fn, const int64_t* dims, const int64_t* strides,
+                              size_t n, size_t element, size_t* extent) {
+  size_t last = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (dims[i] == 0) {
+      *extent = 0;
+      return NULL;
+    }
+    if (strides[i] < 0)
+      return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "%s: negative host stride %lld in dimension %zu", fn, (long long)strides[i], i);
+    last += (size_t)(dims[i] - 1) * (size_t)strides[i];
+  }
+  *extent = last + element;
+  return NULL;
+}
+
+/* ---- host -> device -------------------------------------------------------------------- */
+
+PJRT_Error* dr_Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
+  DR_ENTER(PJRT_Client_BufferFromHostBuffer, args, buffer);
+  DR_REQUIRE(PJRT_Client_BufferFromHostBuffer, args->client);
+  PJRT_Client* c = args->client;
+  /* jaxlib names the destination by device, or by memory (newer jax), or both. */
+  if (args->device == NULL && args->memory == NULL)
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Client_BufferFromHostBuffer: neither device nor memory is given");
+  if (args->device != NULL && !dr_client_owns_device(c, args->device))
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Client_BufferFromHostBuffer: device does not belong to this client");
+  if (args->memory != NULL && !dr_client_owns_memory(c, args->memory))
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Client_BufferFromHostBuffer: memory does not belong to this client");
+  if (args->device_layout != NULL) {
+    /* Only the device's own layout (dense row-major) can be asked for. */
+    int64_t want[DR_MAX_RANK], got[DR_MAX_RANK];
+    if (args->num_dims > DR_MAX_RANK || (args->num_dims && args->dims == NULL))
+      return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "PJRT_Client_BufferFromHostBuffer: bad dims");
+    PJRT_Error* e = host_layout_strides("PJRT_Client_BufferFromHostBuffer", args->device_layout,
+                                        args->dims, args->num_dims, 1, got);
+    if (e != NULL) return e;
+    dense_strides(args->dims, args->num_dims, 1, want);
+    for (size_t i = 0; i < args->num_dims; i++)
+      if (args->dims[i] > 1 && got[i] != want[i])
+        return dr_error(PJRT_Error_Code_UNIMPLEMENTED,
+                        "PJRT_Client_BufferFromHostBuffer: the dumpref device stores arrays "
+                        "row-major only; another device_layout was asked for");
+  }
+  if (args->byte_strides != NULL && args->num_byte_strides != args->num_dims)
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Client_BufferFromHostBuffer: %zu byte strides for a rank-%zu array",
+                    args->num_byte_strides, args->num_dims);
+  PJRT_Error* error = NULL;
+  PJRT_Buffer* b = dr_buffer_new(c, args->type, args->dims, args->num_dims, &error);
+  if (b == NULL) return error;
+  if (b->byte_size > 0) {
+    if (args->data == NULL) {
+      size_t bytes = b->byte_size;
+      destroy_buffer(b);
+      return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "PJRT_Client_BufferFromHostBuffer: data is NULL for %zu bytes", bytes);
+    }
+    size_t element = dr_element_size(b->type);
+    int64_t dst_strides[DR_MAX_RANK], src_strides[DR_MAX_RANK];
+    dense_strides(b->dims, b->num_dims, element, dst_strides);
+    if (args->byte_strides != NULL)
+      memcpy(src_strides, args->byte_strides, b->num_dims * sizeof(int64_t));
+    else
+      memcpy(src_strides, dst_strides, b->num_dims * sizeof(int64_t));
+    copy_strided(b->data, dst_strides, args->data, src_strides, b->dims, b->num_dims, element);
+  }
+  /* The copy is finished before we return, whatever the host_buffer_semantics asked for, so
+   * the host buffer is free at once. */
+  args->done_with_host_buffer = dr_event_ready();
+  args->buffer = b;
+  return NULL;
+}
+
+/* ---- device -> host -------------------------------------------------------------------- */
+
+static PJRT_Error* require_live(const char* fn, PJRT_Buffer* b) {
+  if (atomic_load(&b->deleted))
+    return dr_error(PJRT_Error_Code_FAILED_PRECONDITION, "%s: the buffer has been deleted", fn);
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args* args) {
+  DR_ENTER(PJRT_Buffer_ToHostBuffer, args, event);
+  DR_REQUIRE(PJRT_Buffer_ToHostBuffer, args->src);
+  PJRT_Buffer* b = args->src;
+  PJRT_Error* e = require_live("PJRT_Buffer_ToHostBuffer", b);
+  if (e != NULL) return e;
+  size_t element = dr_element_size(b->type);
+  int64_t dst_strides[DR_MAX_RANK], src_strides[DR_MAX_RANK];
+  e = host_layout_strides("PJRT_Buffer_ToHostBuffer", args->host_layout, b->dims, b->num_dims,
+                          element, dst_strides);
+  if (e != NULL) return e;
+  size_t needed = 0;
+  e = host_extent("PJRT_Buffer_ToHostBuffer", b->dims, dst_strides, b->num_dims, element, &needed);
+  if (e != NULL) return e;
+  if (args->dst == NULL) { /* a size query: no copy, no event */
+    args->dst_size = needed;
+    args->event = NULL;
+    return NULL;
+  }
+  if (args->dst_size < needed)
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Buffer_ToHostBuffer: dst_size %zu is smaller than the %zu bytes needed",
+                    args->dst_size, needed);
+  if (b->byte_size > 0) {
+    dense_strides(b->dims, b->num_dims, element, src_strides);
+    copy_strided(args->dst, dst_strides, b->data, src_strides, b->dims, b->num_dims, element);
+  }
+  args->event = dr_event_ready();
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args* args) {
+  DR_ENTER(PJRT_Buffer_CopyRawToHost, args, event);
+  DR_REQUIRE(PJRT_Buffer_CopyRawToHost, args->buffer);
+  PJRT_Buffer* b = args->buffer;
+  PJRT_Error* e = require_live("PJRT_Buffer_CopyRawToHost", b);
+  if (e != NULL) return e;
+  if (args->offset < 0 || args->transfer_size < 0 ||
+      (uint64_t)args->offset + (uint64_t)args->transfer_size > b->byte_size)
+    return dr_error(PJRT_Error_Code_OUT_OF_RANGE,
+                    "PJRT_Buffer_CopyRawToHost: bytes [%lld, +%lld) outside a %zu-byte buffer",
+                    (long long)args->offset, (long long)args->transfer_size, b->byte_size);
+  if (args->transfer_size > 0) {
+    DR_REQUIRE(PJRT_Buffer_CopyRawToHost, args->dst);
+    memcpy(args->dst, (char*)b->data + args->offset, (size_t)args->transfer_size);
+  }
+  args->event = dr_event_ready();
+  return NULL;
+}
+
+/* ---- life cycle ------------------------------------------------------------------------ */
+
+PJRT_Error* dr_Buffer_Destroy(PJRT_Buffer_Destroy_Args* args) {
+  DR_ENTER(PJRT_Buffer_Destroy, args, buffer);
+  PJRT_Buffer* b = args->buffer;
+  if (b != NULL) destroy_buffer(b);
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_Delete(PJRT_Buffer_Delete_Args* args) {
+  DR_ENTER(PJRT_Buffer_Delete, args, buffer);
+  DR_REQUIRE(PJRT_Buffer_Delete, args->buffer);
+  /* While someone outside holds a reference to the raw data, keep it; the last
+   * DecreaseExternalReferenceCount frees it. */
+  atomic_store(&args->buffer->deleted, true);
+  if (atomic_load(&args->buffer->external_references) == 0) release_data(args->buffer);
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_IsDeleted(PJRT_Buffer_IsDeleted_Args* args) {
+  DR_ENTER(PJRT_Buffer_IsDeleted, args, is_deleted);
+  DR_REQUIRE(PJRT_Buffer_IsDeleted, args->buffer);
+  args->is_deleted = atomic_load(&args->buffer->deleted);
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args* args) {
+  DR_ENTER(PJRT_Buffer_ReadyEvent, args, event);
+  DR_REQUIRE(PJRT_Buffer_ReadyEvent, args->buffer);
+  /* Data is ready when the buffer exists; a deleted buffer's event carries the error. */
+  args->event = atomic_load(&args->buffer->deleted)
+                    ? dr_event_failed(PJRT_Error_Code_FAILED_PRECONDITION,
+                                      "PJRT_Buffer_ReadyEvent: the buffer has been deleted")
+                    : dr_event_ready();
+  if (args->event == NULL)
+    return dr_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "PJRT_Buffer_ReadyEvent: out of memory");
+  return NULL;
+}
+
+/* ---- what the buffer is ---------------------------------------------------------------- */
+
+PJRT_Error* dr_Buffer_ElementType(PJRT_Buffer_ElementType_Args* args) {
+  DR_ENTER(PJRT_Buffer_ElementType, args, type);
+  DR_REQUIRE(PJRT_Buffer_ElementType, args->buffer);
+  args->type = args->buffer->type;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_Dimensions(PJRT_Buffer_Dimensions_Args* args) {
+  DR_ENTER(PJRT_Buffer_Dimensions, args, num_dims);
+  DR_REQUIRE(PJRT_Buffer_Dimensions, args->buffer);
+  args->dims = args->buffer->dims;
+  args->num_dims = args->buffer->num_dims;
+  return NULL;
+}
+
+/* No dynamic dimensions on this device: unpadded dims are the dims. */
+PJRT_Error* dr_Buffer_UnpaddedDimensions(PJRT_Buffer_UnpaddedDimensions_Args* args) {
+  DR_ENTER(PJRT_Buffer_UnpaddedDimensions, args, num_dims);
+  DR_REQUIRE(PJRT_Buffer_UnpaddedDimensions, args->buffer);
+  args->unpadded_dims = args->buffer->dims;
+  args->num_dims = args->buffer->num_dims;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_DynamicDimensionIndices(PJRT_Buffer_DynamicDimensionIndices_Args* args) {
+  DR_ENTER(PJRT_Buffer_DynamicDimensionIndices, args, num_dynamic_dims);
+  DR_REQUIRE(PJRT_Buffer_DynamicDimensionIndices, args->buffer);
+  args->dynamic_dim_indices = NULL;
+  args->num_dynamic_dims = 0;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_GetMemoryLayout(PJRT_Buffer_GetMemoryLayout_Args* args) {
+  DR_ENTER(PJRT_Buffer_GetMemoryLayout, args, layout);
+  DR_REQUIRE(PJRT_Buffer_GetMemoryLayout, args->buffer);
+  memset(&args->layout, 0, sizeof args->layout);
+  args->layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
+  args->layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+  args->layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+  args->layout.tiled.minor_to_major = args->buffer->minor_to_major;
+  args->layout.tiled.minor_to_major_size = args->buffer->num_dims;
+  args->layout.tiled.num_tiles = 0;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_OnDeviceSizeInBytes(PJRT_Buffer_OnDeviceSizeInBytes_Args* args) {
+  DR_ENTER(PJRT_Buffer_OnDeviceSizeInBytes, args, on_device_size_in_bytes);
+  DR_REQUIRE(PJRT_Buffer_OnDeviceSizeInBytes, args->buffer);
+  args->on_device_size_in_bytes = args->buffer->byte_size;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_Device(PJRT_Buffer_Device_Args* args) {
+  DR_ENTER(PJRT_Buffer_Device, args, device);
+  DR_REQUIRE(PJRT_Buffer_Device, args->buffer);
+  args->device = args->buffer->device;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_Memory(PJRT_Buffer_Memory_Args* args) {
+  DR_ENTER(PJRT_Buffer_Memory, args, memory);
+  DR_REQUIRE(PJRT_Buffer_Memory, args->buffer);
+  args->memory = args->buffer->memory;
+  return NULL;
+}
+
+/* False on purpose: the data does live in host memory, but answering true invites jaxlib to
+ * alias it as a numpy array instead of copying it out through ToHostBuffer, and the point of
+ * this device is to exercise the path a real accelerator takes. */
+PJRT_Error* dr_Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args* args) {
+  DR_ENTER(PJRT_Buffer_IsOnCpu, args, is_on_cpu);
+  DR_REQUIRE(PJRT_Buffer_IsOnCpu, args->buffer);
+  args->is_on_cpu = false;
+  return NULL;
+}
+
+/* ---- raw access for interop (dlpack and friends) --------------------------------------- */
+
+PJRT_Error* dr_Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args* args) {
+  DR_ENTER(PJRT_Buffer_UnsafePointer, args, buffer_pointer);
+  DR_REQUIRE(PJRT_Buffer_UnsafePointer, args->buffer);
+  args->buffer_pointer = (uintptr_t)args->buffer->data;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_OpaqueDeviceMemoryDataPointer(
+    PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args* args) {
+  DR_ENTER(PJRT_Buffer_OpaqueDeviceMemoryDataPointer, args, device_memory_ptr);
+  DR_REQUIRE(PJRT_Buffer_OpaqueDeviceMemoryDataPointer, args->buffer);
+  args->device_memory_ptr = args->buffer->data;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_IncreaseExternalReferenceCount(
+    PJRT_Buffer_IncreaseExternalReferenceCount_Args* args) {
+  DR_ENTER(PJRT_Buffer_IncreaseExternalReferenceCount, args, buffer);
+  DR_REQUIRE(PJRT_Buffer_IncreaseExternalReferenceCount, args->buffer);
+  PJRT_Error* e = require_live("PJRT_Buffer_IncreaseExternalReferenceCount", args->buffer);
+  if (e != NULL) return e;
+  atomic_fetch_add(&args->buffer->external_references, 1);
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_DecreaseExternalReferenceCount(
+    PJRT_Buffer_DecreaseExternalReferenceCount_Args* args) {
+  DR_ENTER(PJRT_Buffer_DecreaseExternalReferenceCount, args, buffer);
+  DR_REQUIRE(PJRT_Buffer_DecreaseExternalReferenceCount, args->buffer);
+  int before = atomic_load(&args->buffer->external_references);
+  do {
+    if (before == 0)
+      return dr_error(PJRT_Error_Code_FAILED_PRECONDITION,
+                      "PJRT_Buffer_DecreaseExternalReferenceCount: the count is already 0");
+  } while (!atomic_compare_exchange_weak(&args->buffer->external_references, &before, before - 1));
+  if (before == 1 && atomic_load(&args->buffer->deleted)) release_data(args->buffer);
+  return NULL;
+}

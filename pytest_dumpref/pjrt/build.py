@@ -1,0 +1,174 @@
+"""Build the dumpref PJRT plugin (``plugin_c/*.c``) with the system C compiler.
+
+The plugin is compiled against the real ``pjrt_c_api.h`` shipped in the ``xla-cpu-pjrt``
+wheel, found through the installed package at build time (never copied into the repository).
+Every ``plugin_c/*.c`` file is compiled, so a new family of entry points joins the build by
+existing.  ``build_plugin`` always builds afresh into the folder it is given: a fixture never
+sees a stale library.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+LIBRARY_NAME = "libdumpref_pjrt.so"
+PLATFORM = "dumpref"
+
+#: Flags for the normal build; why each: C11 as the issue asks, warnings on, symbols hidden so
+#: only GetPjrtApi is exported (jaxlib dlsym's it), -g so aborts inside the plugin have names.
+BASE_FLAGS = ("-std=c11", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra",
+              "-fvisibility=hidden")
+#: AddressSanitizer + UndefinedBehaviorSanitizer; -fno-sanitize-recover makes UB fatal so a
+#: test cannot pass over it.
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                  "-fno-omit-frame-pointer", "-O1")
+LIBS = ("-lpthread",)
+
+
+class BuildError(RuntimeError):
+    """The plugin could not be built; the message says why (no compiler, no header, C errors)."""
+
+
+def plugin_source_dir() -> Path:
+    """``plugin_c/`` of this checkout, or ``$DUMPREF_PLUGIN_SRC``."""
+    env = os.environ.get("DUMPREF_PLUGIN_SRC")
+    src = Path(env) if env else Path(__file__).resolve().parents[2] / "plugin_c"
+    if not src.is_dir() or not list(src.glob("*.c")):
+        raise BuildError(f"no C sources of the dumpref plugin in {src} "
+                         "(install from a source checkout, or set DUMPREF_PLUGIN_SRC)")
+    return src
+
+
+def header_dir() -> Path:
+    """The folder holding ``pjrt_c_api.h``, from the installed ``xla-cpu-pjrt`` wheel."""
+    spec = importlib.util.find_spec("xla_plugins.xla_cpu_pjrt")
+    if spec is None or not spec.submodule_search_locations:
+        raise BuildError("the PJRT C API header comes from the 'xla-cpu-pjrt' package, which is "
+                         "not installed (pip install xla-cpu-pjrt==0.0.1)")
+    include = Path(list(spec.submodule_search_locations)[0]) / "include"
+    if not (include / "pjrt_c_api.h").is_file():
+        raise BuildError(f"pjrt_c_api.h not found in {include} (broken xla-cpu-pjrt install?)")
+    return include
+
+
+def find_compiler() -> str:
+    """``$CC``, else the first of cc, gcc, clang on PATH."""
+    cc = os.environ.get("CC")
+    if cc:
+        if shutil.which(cc.split()[0]) is None:
+            raise BuildError(f"CC={cc!r} is set but not found on PATH")
+        return cc
+    for name in ("cc", "gcc", "clang"):
+        if shutil.which(name):
+            return name
+    raise BuildError("building the dumpref PJRT plugin needs a C compiler, and none was found "
+                     "(tried $CC, cc, gcc, clang): install gcc or clang, or set CC")
+
+
+def sources(src: Path | None = None) -> list[Path]:
+    return sorted((src or plugin_source_dir()).glob("*.c"))
+
+
+def build_command(output: Path, *, sanitize: bool = False, src: Path | None = None) -> list[str]:
+    src = src or plugin_source_dir()
+    flags = list(BASE_FLAGS) + (list(SANITIZE_FLAGS) if sanitize else [])
+    # The prefix maps keep machine-specific folders out of the debug info, so the same sources,
+    # header and compiler give the same bytes (the library's hash is evidence, checked exactly).
+    flags += [f"-ffile-prefix-map={src}=plugin_c", f"-ffile-prefix-map={header_dir()}=pjrt_include"]
+    return ([*find_compiler().split(), *flags, f"-I{src}", f"-I{header_dir()}", "-o", str(output)]
+            + [str(p) for p in sources(src)] + list(LIBS))
+
+
+def sources_digest(src: Path | None = None) -> str:
+    """One hash over the C sources and headers, to key caches of built libraries."""
+    src = src or plugin_source_dir()
+    h = hashlib.sha256()
+    for p in sorted(list(src.glob("*.c")) + list(src.glob("*.h"))):
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    h.update((header_dir() / "pjrt_c_api.h").read_bytes())
+    return h.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass
+class BuiltPlugin:
+    """A freshly built library and what is needed to use it with or without jax."""
+
+    path: Path
+    build_command: list[str]
+    sha256: str
+    sanitize: bool = False
+    _api: Any = field(default=None, repr=False)
+
+    @property
+    def api(self):
+        """A cffi view of the library's ``PJRT_Api`` table (see :mod:`.abi`)."""
+        if self._api is None:
+            from .abi import PjrtApi
+            self._api = PjrtApi(self.path)
+        return self._api
+
+    def run_jax(self, code: str, *, env: dict | None = None, trace: bool = True,
+                disable: Sequence[str] = (), timeout: float = 180):
+        """Run a jax snippet in a subprocess with this library registered; see :mod:`.trace`."""
+        from .trace import run_jax
+        return run_jax(self.path, code, env=env, trace=trace, disable=disable, timeout=timeout)
+
+    def record(self, evidence) -> None:
+        """Record the library (hash) and how it was built, and that evidence came from it."""
+        evidence.file("PJRT plugin library", self.path)
+        evidence.note("Built with: " + " ".join(self._portable_command()))
+        evidence.observe(backend=PLATFORM, chip=device_kind(), plugin_sha256=self.sha256)
+
+    def _portable_command(self) -> list[str]:
+        """The build command with machine-specific folders shortened, for the write-up."""
+        out = []
+        for part in self.build_command:
+            part = part.replace(str(self.path.parent), "$OUT")
+            part = part.replace(str(header_dir()), "<xla_cpu_pjrt>/include")
+            src = str(plugin_source_dir())
+            part = part.replace(src, "plugin_c")
+            out.append(part)
+        return out
+
+
+def device_kind() -> str:
+    """The device kind the plugin reports (read from its C source, the one place it is set)."""
+    header = (plugin_source_dir() / "dumpref.h").read_text()
+    for line in header.splitlines():
+        if line.startswith("#define DR_DEVICE_KIND"):
+            return line.split('"')[1]
+    raise BuildError("DR_DEVICE_KIND not found in plugin_c/dumpref.h")
+
+
+def build_plugin(out_dir, *, sanitize: bool = False, name: str | None = None) -> BuiltPlugin:
+    """Compile ``plugin_c/*.c`` into ``out_dir`` and return the :class:`BuiltPlugin`."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / (name or (("asan-" if sanitize else "") + LIBRARY_NAME))
+    # Build beside the target and rename: a concurrent reader never sees half a library.
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".building-", suffix=".so")
+    os.close(fd)
+    cmd = build_command(Path(tmp), sanitize=sanitize)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=plugin_source_dir())
+        if done.returncode != 0:
+            raise BuildError(f"building the dumpref PJRT plugin failed (exit {done.returncode}):\n"
+                             f"$ {' '.join(cmd)}\n{done.stderr.strip()}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    final_cmd = [str(target) if c == tmp else c for c in cmd]
+    return BuiltPlugin(path=target, build_command=final_cmd, sha256=_sha256(target),
+                       sanitize=sanitize)
