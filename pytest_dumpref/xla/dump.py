@@ -1,0 +1,579 @@
+"""XLA dumps as evidence: compile with per-compile dump options into a folder, and read any
+dump folder back as ordered pass snapshots.
+
+One reader serves both the fixtures (``DumpSession.dump`` / ``.unfused``) and the command line
+(``tour``, for folders written anywhere with ``XLA_FLAGS=--xla_dump_to=DIR``), so what a claim
+sees and what a user sees are the same thing.
+
+File names XLA writes (one module = one ``module_NNNN.<name>`` prefix)::
+
+    module_0004.jit_softmax.before_optimizations.txt
+    module_0004.jit_softmax.0017.HLO_passes_after_layout_assignment.after_fusion.before_fusion-wrapper.txt
+    module_0004.jit_softmax.0020.copy-insertion.after_adding_copies_to_resolve_interference.txt
+    module_0004.jit_softmax.cpu_after_optimizations.txt      (GPU: sm_9.0_gpu_after_optimizations)
+    module_0004.jit_softmax.cpu_after_optimizations-buffer-assignment.txt
+    module_0004.jit_softmax.cpu_after_optimizations-memory-usage-report.txt
+
+The four-digit step counts snapshots per module, so it orders them in execution order.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+import inspect
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+# What a dump file name says.  The module name may itself contain dots, so the step (4+ digits
+# between dots) and the fixed suffixes are what anchor the split.
+_PREFIX = re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)$")
+_BEFORE_OPT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+)\.before_optimizations\.txt$")
+_SNAPSHOT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?P<step>\d{4,})\.(?P<rest>.+)\.txt$")
+_AFTER_OPT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+)\.(?P<platform>[^.]*?)_?after_optimizations"
+                        r"(?P<kind>-[a-z-]+)?\.txt$")
+_STAGE = re.compile(r"^(?P<pipeline>.+?)\.after_(?P<after>.+?)(?:\.before_(?P<before>.+))?$")
+
+# Dump files whose bytes differ between two identical compiles (checked by
+# tests/xla_dumps/test_dump_files.py): the debug options embed the dump path and run-specific
+# flags; the fusion explorer html embeds compressed graphs whose bytes vary.  Object files and
+# LLVM IR are not HLO evidence.  Everything else is hashed, with source locations removed
+# (they hold absolute paths of the caller, which differ between checkouts).
+_HASHED_SUFFIXES = (".txt",)
+_SOURCE_INFO_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_METADATA = re.compile(r", metadata=\{[^{}]*\}")
+
+MANIFEST = "dumpref-manifest.txt"
+
+
+class DumpError(Exception):
+    """A dump that cannot be read or a compile that did not do what was asked.
+    The message names the file, module or pass."""
+
+
+# ---- one pass snapshot -------------------------------------------------------------------
+
+@dataclass
+class Snapshot:
+    """The module as it stood at one point of the pipeline.
+
+    ``after`` is the pass that just ran (``pipeline-start`` for the first snapshot of a
+    pipeline run); ``before`` the pass about to run (None for copy-insertion's mid-pass
+    snapshots, whose ``after`` names a stage of that pass).
+    """
+    step: int
+    pipeline: str
+    after: str
+    before: str | None
+    path: Path
+    _module: Any = field(default=None, repr=False, compare=False)
+    _text: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        return f"{self.step:04d} {self.pipeline}: after {self.after}" + (
+            f", before {self.before}" if self.before else "")
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = read_text(self.path)
+        return self._text
+
+    @property
+    def module(self):
+        """The parsed module (hlo.HloModule), parsed on first use."""
+        if self._module is None:
+            self._module = parse_file(self.path, self.text)
+        return self._module
+
+    def drop_cache(self) -> None:
+        self._module = None
+        self._text = None
+
+
+def read_text(path: Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DumpError(f"{path}: not HLO text (not UTF-8: {e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise DumpError(f"{path}: cannot be read ({e.strerror})") from None
+
+
+def parse_file(path: Path, text: str | None = None):
+    """Parse one HLO text file; any parse failure becomes a DumpError naming the file."""
+    from .hlo import HloParseError, parse_module
+    if text is None:
+        text = read_text(path)
+    try:
+        return parse_module(text, source=str(path))
+    except HloParseError as e:
+        msg = str(e)
+        raise DumpError(msg if str(path) in msg else f"{path}: {msg}") from None
+
+
+def parse_stage(rest: str) -> tuple[str, str, str | None]:
+    """``<pipeline>.after_<pass>[.before_<pass>]`` -> (pipeline, after, before)."""
+    m = _STAGE.match(rest)
+    if not m:
+        raise ValueError(rest)
+    return m.group("pipeline"), m.group("after"), m.group("before")
+
+
+# ---- the files of one module in a folder ---------------------------------------------------
+
+@dataclass
+class ModuleFiles:
+    """Every file XLA wrote for one compiled module (one ``module_NNNN.<name>`` prefix)."""
+    folder: Path
+    id: str
+    name: str
+    before_optimizations: Path | None = None
+    optimized: Path | None = None
+    buffer_assignment: Path | None = None
+    memory_usage_report: Path | None = None
+    snapshot_paths: list = field(default_factory=list)   # (step, rest, path)
+    other: list = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"module_{self.id}.{self.name}"
+
+    def summary(self) -> str:
+        return f"{self.key} ({len(self.snapshot_paths)} pass snapshots)"
+
+
+class DumpFolder:
+    """A folder of XLA dumps, possibly holding several modules (every jit XLA compiled while
+    ``XLA_FLAGS=--xla_dump_to`` was set)."""
+
+    def __init__(self, folder) -> None:
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise DumpError(f"{self.folder}: not a folder")
+        self.modules: list[ModuleFiles] = _discover(self.folder)
+        if not self.modules:
+            n = sum(1 for _ in self.folder.iterdir())
+            raise DumpError(
+                f"{self.folder}: no XLA module dumps ({n} entries, none named like "
+                f"module_NNNN.<name>.before_optimizations.txt; was it written with "
+                f"--xla_dump_to and --xla_dump_hlo_as_text?)")
+
+    def find(self, module: str | None = None) -> list[ModuleFiles]:
+        """Modules matching ``module``: a name (``jit_softmax``), a key
+        (``module_0004.jit_softmax``) or an id (``0004``); all when None."""
+        if module is None:
+            return list(self.modules)
+        want = module.strip()
+        return [m for m in self.modules
+                if want in (m.key, m.name, m.id, f"module_{m.id}") or want.lstrip("0") == m.id.lstrip("0")]
+
+    def dump(self, module: str | None = None) -> "Dump":
+        found = self.find(module)
+        listing = ", ".join(m.key for m in self.modules)
+        if not found:
+            raise DumpError(f"{self.folder}: no module {module!r} (modules: {listing})")
+        if len(found) > 1:
+            which = "" if module is None else f" named {module!r}"
+            raise DumpError(f"{self.folder} holds {len(found)} modules{which}: "
+                            f"{', '.join(m.key for m in found)}; name one (module=...)")
+        return Dump(found[0])
+
+
+def _discover(folder: Path) -> list[ModuleFiles]:
+    modules: dict[str, ModuleFiles] = {}
+
+    def get(mid: str, name: str) -> ModuleFiles:
+        key = f"{mid}.{name}"
+        if key not in modules:
+            modules[key] = ModuleFiles(folder, mid, name)
+        return modules[key]
+
+    names = sorted(p.name for p in folder.iterdir() if p.is_file())
+    # Module names come from before_optimizations files first, so that a dotted module name
+    # is never mistaken for "<name>.<step>".
+    known: dict[str, str] = {}
+    for n in names:
+        m = _BEFORE_OPT.match(n)
+        if m:
+            get(m["id"], m["name"]).before_optimizations = folder / n
+            known[m["id"]] = m["name"]
+    for n in names:
+        m = _PREFIX.match(n)
+        if not m or _BEFORE_OPT.match(n):
+            continue
+        mid = m["id"]
+        name = known.get(mid)
+        if name is None:
+            # a module without before_optimizations: best guess at its name
+            s = _SNAPSHOT.match(n) or _AFTER_OPT.match(n)
+            if not s:
+                continue
+            name = s["name"]
+            known[mid] = name
+        if not m["rest"].startswith(name + "."):
+            continue
+        tail = m["rest"][len(name) + 1:]
+        mf = get(mid, name)
+        path = folder / n
+        step = re.match(r"^(\d{4,})\.(.+)\.txt$", tail)
+        if step:
+            mf.snapshot_paths.append((int(step[1]), step[2], path))
+            continue
+        a = re.match(r"^(?:.*_)?after_optimizations(-[a-z-]+)?\.txt$", tail)
+        if a:
+            kind = a[1]
+            if kind is None:
+                mf.optimized = path
+            elif kind == "-buffer-assignment":
+                mf.buffer_assignment = path
+            elif kind == "-memory-usage-report":
+                mf.memory_usage_report = path
+            else:
+                mf.other.append(path)
+            continue
+        mf.other.append(path)
+    out = list(modules.values())
+    for mf in out:
+        mf.snapshot_paths.sort(key=lambda t: t[0])
+    out.sort(key=lambda m: (int(m.id), m.name))
+    return out
+
+
+# ---- a dump: ordered snapshots of one module ------------------------------------------------
+
+class Dump:
+    """One compiled module's dump: pass snapshots in execution order, the module before and
+    after optimization, its buffer assignment and memory-usage report.
+
+    Made by ``DumpSession`` (then ``compiled``, ``params`` and ``options`` are known) or read
+    from any folder with ``Dump.from_folder``.
+    """
+
+    def __init__(self, files: ModuleFiles, *, compiled=None, params=None, options=None,
+                 function: str | None = None) -> None:
+        self.files = files
+        self.folder = files.folder
+        self.name = files.name
+        self.compiled = compiled
+        self.params: dict[str, tuple[str, tuple]] = dict(params or {})
+        self.options: dict[str, Any] = dict(options or {})
+        self.function = function
+        self.snapshots: list[Snapshot] = []
+        for step, rest, path in files.snapshot_paths:
+            try:
+                pipeline, after, before = parse_stage(rest)
+            except ValueError:
+                raise DumpError(f"{path}: not a pass snapshot name "
+                                f"(expected <step>.<pipeline>.after_<pass>[.before_<pass>])") from None
+            self.snapshots.append(Snapshot(step, pipeline, after, before, path))
+        self._before = self._optimized = self._traffic = None
+
+    @classmethod
+    def from_folder(cls, folder, module: str | None = None) -> "Dump":
+        """The one module of ``folder`` (or the one named ``module``)."""
+        return DumpFolder(folder).dump(module)
+
+    # -- what every dump has --------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<Dump {self.files.key}: {len(self.snapshots)} snapshots in {self.folder}>"
+
+    def check_complete(self) -> None:
+        """Raise DumpError naming the module and file when a part the analysis needs is missing:
+        the module before optimizations, the optimized module, or pass snapshots (a gap in
+        the step numbering, or none at all)."""
+        key = self.files.key
+        if self.files.before_optimizations is None:
+            raise DumpError(f"{self.folder}/{key}.before_optimizations.txt is missing")
+        if self.files.optimized is None:
+            raise DumpError(f"{self.folder}: {key} has no *after_optimizations.txt "
+                            f"(the compile did not finish, or the dump was cut short)")
+        if not self.snapshots:
+            raise DumpError(f"{self.folder}: {key} has no pass snapshots (dump it with "
+                            f"--xla_dump_hlo_pass_re=.* to see every pass)")
+        steps = [s.step for s in self.snapshots]
+        expected = list(range(steps[0], steps[0] + len(steps)))
+        if steps[0] != 0 or steps != expected:
+            missing = sorted(set(range(0, steps[-1] + 1)) - set(steps))
+            raise DumpError(f"{self.folder}: {key} is missing pass snapshot step(s) "
+                            f"{', '.join(f'{s:04d}' for s in missing[:10])}"
+                            + (" ..." if len(missing) > 10 else ""))
+
+    @property
+    def before_optimizations(self):
+        if self._before is None:
+            if self.files.before_optimizations is None:
+                raise DumpError(f"{self.folder}: {self.files.key} has no before_optimizations.txt")
+            self._before = parse_file(self.files.before_optimizations)
+        return self._before
+
+    @property
+    def optimized(self):
+        if self._optimized is None:
+            if self.files.optimized is None:
+                raise DumpError(f"{self.folder}: {self.files.key} has no *after_optimizations.txt")
+            self._optimized = parse_file(self.files.optimized)
+        return self._optimized
+
+    @property
+    def optimized_text(self) -> str:
+        return read_text(self.files.optimized)
+
+    @property
+    def buffer_assignment(self) -> str:
+        if self.files.buffer_assignment is None:
+            raise DumpError(f"{self.folder}: {self.files.key} has no buffer-assignment dump")
+        return read_text(self.files.buffer_assignment)
+
+    @property
+    def memory_usage_report(self) -> str:
+        if self.files.memory_usage_report is None:
+            raise DumpError(f"{self.folder}: {self.files.key} has no memory-usage-report dump")
+        return read_text(self.files.memory_usage_report)
+
+    @property
+    def traffic(self) -> int:
+        """Bytes the optimized program reads plus writes (spill-style, see traffic.py)."""
+        return self.traffic_report.bytes_accessed
+
+    @property
+    def traffic_report(self):
+        if self._traffic is None:
+            from .traffic import module_traffic
+            ba = self.buffer_assignment if self.files.buffer_assignment else None
+            self._traffic = module_traffic(self.optimized, buffer_assignment_text=ba)
+        return self._traffic
+
+    def passes_that_changed(self) -> list[str]:
+        """Passes after which a snapshot was written (with ``.*``: those that changed the
+        module), in order, without repeats."""
+        seen: dict[str, None] = {}
+        for s in self.snapshots:
+            if s.after != "pipeline-start":
+                seen.setdefault(s.after, None)
+        return list(seen)
+
+    def passes_seen(self) -> set[str]:
+        """Every pass and pipeline name any snapshot file mentions."""
+        out = set()
+        for s in self.snapshots:
+            out.update(x for x in (s.pipeline, s.after, s.before) if x)
+        out -= {"pipeline-start", "pipeline-end"}
+        return out
+
+    def fusion_decisions(self):
+        """The compiler's own fusion decisions (needs xla_dump_fusion_visualization)."""
+        from .fusion import fusion_decisions_in_folder
+        return fusion_decisions_in_folder(self.folder, module_id=self.files.id)
+
+    # -- deterministic evidence ---------------------------------------------------------
+    def write_manifest(self) -> Path:
+        """Write ``dumpref-manifest.txt``: one line per deterministic dump file, its name with
+        the process-dependent module number removed and the sha256 of its text with source
+        locations removed.  This file is what claims hash as evidence: two compiles of the
+        same program with the same options give the same manifest, in any process, in any
+        checkout.  What is left out, and why, is written at its top."""
+        lines = ["# pytest-dumpref manifest of an XLA dump: <sha256 of text without source "
+                 "locations>  <file name without module number>",
+                 "# left out: *.debug_options (holds the dump path), *_fusion.html (compressed "
+                 "graphs whose bytes vary between identical compiles), *.ll and *.o (not HLO)"]
+        prefix = f"module_{self.files.id}."
+        for p in sorted(self.folder.iterdir()):
+            if not p.is_file() or not p.name.startswith(prefix) or not p.name.endswith(_HASHED_SUFFIXES):
+                continue
+            digest = hashlib.sha256(strip_source_info(read_text(p)).encode()).hexdigest()
+            lines.append(f"{digest}  {p.name[len(prefix):]}")
+        out = self.folder / MANIFEST
+        out.write_text("\n".join(lines) + "\n")
+        return out
+
+
+def strip_source_info(text: str) -> str:
+    """HLO text without metadata and the source-location sections (FileNames ... StackFrames),
+    which hold absolute paths of the Python files that traced the program."""
+    out, skipping = [], False
+    for line in text.split("\n"):
+        s = line.strip()
+        if s in _SOURCE_INFO_SECTIONS:
+            skipping = True
+            continue
+        if skipping:
+            if not s:
+                skipping = False
+            continue
+        out.append(_METADATA.sub("", line) if "metadata={" in line else line)
+    return "\n".join(out)
+
+
+# ---- compiling with dumps -----------------------------------------------------------------
+
+_STATIC_TYPES = (int, bool, str, type(None))
+
+
+class DumpSession:
+    """Compiles functions with per-compile XLA dump options, each into a fresh sub-folder of
+    ``root``, and records what it did into ``evidence`` (a claims.Evidence)."""
+
+    def __init__(self, root: Path, evidence=None) -> None:
+        self.root = Path(root)
+        self.evidence = evidence
+        self._count = 0
+
+    # -- public ---------------------------------------------------------------------------
+    def dump(self, fn: Callable, *args, passes: str = ".*", **compiler_options) -> Dump:
+        """Compile ``fn(*args)`` with a dump after every pass matching ``passes``.
+
+        Python ints, bools, strings and None among ``args`` are static (baked into the
+        program, as ``static_argnums`` would), since they usually are sizes such as a head
+        count; arrays and pytrees of arrays are the program's parameters.
+        """
+        d = self._compile(fn, args, passes, compiler_options, tag="")
+        self._record(d)
+        return d
+
+    def unfused(self, fn: Callable, *args, passes: Iterable[str], pass_re: str = ".*",
+                **compiler_options) -> Dump:
+        """Compile ``fn(*args)`` with the named passes disabled (``xla_disable_hlo_passes``).
+
+        XLA accepts unknown pass names silently, so this first compiles the default program
+        with a dump of every pass that ran, and raises DumpError when a named pass never ran
+        or when disabling the passes left the optimized module as it was.
+        """
+        if isinstance(passes, str):
+            passes = [p for p in passes.split(",") if p.strip()]
+        passes = [p.strip() for p in passes]
+        if not passes:
+            raise DumpError("unfused: name at least one pass to disable (passes=[...])")
+        user_disabled = compiler_options.pop("xla_disable_hlo_passes", "")
+        reference = self._compile(fn, args, ".", compiler_options, tag="-reference")
+        _check_passes_ran(reference, passes, _fn_name(fn))
+        disabled = ",".join([p for p in user_disabled.split(",") if p] + passes)
+        d = self._compile(fn, args, pass_re, dict(compiler_options, xla_disable_hlo_passes=disabled),
+                          tag="-unfused")
+        if _canonical_module(d.optimized_text) == _canonical_module(reference.optimized_text):
+            raise DumpError(f"disabling {', '.join(passes)} left the optimized module of "
+                            f"{_fn_name(fn)} unchanged ({d.files.optimized.name})")
+        self._record(d)
+        return d
+
+    # -- internals ------------------------------------------------------------------------
+    def _compile(self, fn, args, pass_re, compiler_options, tag) -> Dump:
+        import jax
+        self._count += 1
+        name = _fn_name(fn)
+        folder = self.root / f"{self._count:02d}-{_safe(name)}{tag}"
+        folder.mkdir(parents=True, exist_ok=False)
+        jfn, traced_args, params = _bind(fn, args)
+        options = {"xla_dump_hlo_pass_re": pass_re, **compiler_options}
+        full = {"xla_dump_to": str(folder), "xla_dump_hlo_as_text": True,
+                "xla_dump_fusion_visualization": True, **options}
+        try:
+            compiled = jax.jit(jfn).lower(*traced_args).compile(compiler_options=full)
+        except Exception as e:  # jax raises several types; the message is what matters
+            raise DumpError(f"compiling {name} with {options} failed: {e}") from e
+        dump_folder = DumpFolder(folder)
+        if len(dump_folder.modules) != 1:
+            raise DumpError(f"{folder}: expected one module from compiling {name}, found "
+                            f"{', '.join(m.key for m in dump_folder.modules)}")
+        d = Dump(dump_folder.modules[0], compiled=compiled, params=params, options=options,
+                 function=name)
+        d.backend = _platform(compiled)
+        return d
+
+    def _record(self, d: Dump) -> None:
+        manifest = d.write_manifest()
+        if self.evidence is None:
+            return
+        what = d.function + (f" without {d.options['xla_disable_hlo_passes']}"
+                             if d.options.get("xla_disable_hlo_passes") else "")
+        self.evidence.file(f"XLA dump of {what}", manifest)
+        self.evidence.observe(backend=d.backend, params=d.params, options=d.options)
+
+
+def _check_passes_ran(reference: Dump, passes: list[str], fn_name: str) -> None:
+    """Each named pass must appear in the every-pass dump of the default compile.  (Whether it
+    changed anything there is not asked: fusion-wrapper, for one, only has work once fusion
+    is disabled.  The caller checks that disabling the set changed the optimized module.)"""
+    seen = reference.passes_seen()
+    for p in passes:
+        fname = p.replace(" ", "_")  # XLA writes spaces in pass names as '_'
+        if fname not in seen:
+            close = difflib.get_close_matches(fname, sorted(seen), n=3)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            raise DumpError(f"pass {p!r} never ran when compiling {fn_name} (XLA ignores "
+                            f"unknown names in xla_disable_hlo_passes){hint}")
+
+
+def _canonical_module(text: str) -> str:
+    return strip_source_info(text)
+
+
+def _fn_name(fn) -> str:
+    while hasattr(fn, "func"):  # functools.partial
+        fn = fn.func
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "fn"
+
+
+def _is_static(a) -> bool:
+    return isinstance(a, _STATIC_TYPES)
+
+
+def _bind(fn, args):
+    """Split ``args`` into static values (closed over) and traced ones, and name every array
+    leaf by its Python argument name and pytree path (``params['wq']``)."""
+    import jax
+    import numpy as np
+    try:
+        sig_names = list(inspect.signature(fn).parameters)
+        bound = inspect.signature(fn).bind_partial(*args)
+        arg_names = list(bound.arguments)
+        # *args collect into one name; expand them positionally
+        names = []
+        for n in arg_names:
+            v = bound.arguments[n]
+            kind = inspect.signature(fn).parameters[n].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                names.extend(f"{n}[{i}]" for i in range(len(v)))
+            else:
+                names.append(n)
+    except (TypeError, ValueError):
+        sig_names, names = [], []
+    if len(names) != len(args):
+        names = [f"arg{i}" for i in range(len(args))]
+    del sig_names
+
+    static = {i: a for i, a in enumerate(args) if _is_static(a)}
+    traced_idx = [i for i in range(len(args)) if i not in static]
+
+    def jfn(*traced):
+        full = list(args)
+        for i, t in zip(traced_idx, traced):
+            full[i] = t
+        return fn(*full)
+
+    jfn.__name__ = _fn_name(fn)
+    jfn.__qualname__ = jfn.__name__
+    params: dict[str, tuple[str, tuple]] = {}
+    for i in traced_idx:
+        leaves, _ = jax.tree_util.tree_flatten_with_path(args[i])
+        for path, leaf in leaves:
+            dtype = getattr(leaf, "dtype", None)
+            if dtype is None:
+                dtype = np.asarray(leaf).dtype
+            shape = tuple(int(x) for x in getattr(leaf, "shape", np.shape(leaf)))
+            params[names[i] + jax.tree_util.keystr(path)] = (np.dtype(dtype).name, shape)
+    return jfn, [args[i] for i in traced_idx], params
+
+
+def _platform(compiled) -> str:
+    try:
+        return next(iter(compiled.input_shardings[0][0].device_set)).platform
+    except Exception:
+        import jax
+        return jax.default_backend()

@@ -1,0 +1,450 @@
+"""What each pass changed: instructions, kernels, bytes, flops, a ranking, and an excerpt.
+
+A dump taken with ``xla_dump_hlo_pass_re=.*`` holds the module after every pass that changed
+it.  Walking the snapshots in execution order (the module before optimizations first, the
+optimized module last), the difference between two consecutive ones is the work of the pass
+named in the later file name (``...after_fusion.before_fusion-wrapper.txt``: ``fusion``).
+
+Renumbering is noise: passes create instructions with fresh numeric suffixes (``add.123``
+becomes ``add.124``) and metadata (op names, source lines) moves around.  Instructions are
+compared by their text without metadata; a changed line whose text only differs in the
+numeric suffixes of names is counted as renamed, not as changed.
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .dump import Dump, DumpError, Snapshot
+
+# Instructions that move no data of their own: XLA's traffic accounting and ours skip them.
+_CONTROL_FLOW = frozenset({"while", "conditional", "call"})
+_SUFFIX = re.compile(r"((?:%|\b)[A-Za-z_][\w\-]*?)\.\d+\b")
+_METADATA_TEXT = re.compile(r", metadata=\{[^{}]*\}")
+
+
+# ---- the figures of one program state ---------------------------------------------------
+
+@dataclass
+class Figures:
+    """Bytes and kernels of one module, spill-style (traffic.py): every kernel of the entry
+    computation reads its operands from memory and writes its result."""
+    kernels: int
+    bytes_read: int
+    bytes_written: int
+    kernel_names: tuple = ()
+
+    @property
+    def bytes_accessed(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+def figures_of(module) -> Figures:
+    from .traffic import module_traffic
+    t = module_traffic(module)
+    names = tuple(getattr(k, "name", k) for k in t.kernels)
+    return Figures(len(names), int(t.bytes_read), int(t.bytes_written), names)
+
+
+# ---- one step ----------------------------------------------------------------------------
+
+@dataclass
+class State:
+    """One program state in the sequence: a snapshot, or the module before/after optimization."""
+    label: str
+    pass_name: str
+    pipeline: str
+    step: int | None
+    path: object
+    _load: Callable = field(repr=False)
+    _module: object = field(default=None, repr=False)
+
+    @property
+    def module(self):
+        if self._module is None:
+            self._module = self._load()
+        return self._module
+
+    @property
+    def text(self) -> str:
+        from .dump import read_text
+        return read_text(self.path)
+
+
+@dataclass
+class PassChange:
+    """What one run of one pass changed (the difference between two consecutive states).
+
+    ``score`` ranks passes (see ``rank_passes``).  Byte figures come from traffic.py on the
+    module before and after; ``flops()`` asks XLA's HloCostAnalysis (on demand: it parses the
+    module again with XLA's parser)."""
+    position: int
+    before: State
+    after: State
+    added: list
+    removed: list
+    rewritten: list          # (old instruction, new instruction) pairs with the same name
+    renamed: int             # lines that differ only in numeric suffixes (noise)
+    figures_before: Figures
+    figures_after: Figures
+    score: float = 0.0
+
+    @property
+    def pass_name(self) -> str:
+        return self.after.pass_name
+
+    @property
+    def pipeline(self) -> str:
+        return self.after.pipeline
+
+    @property
+    def step(self):
+        return self.after.step
+
+    @property
+    def instructions_changed(self) -> int:
+        return len(self.added) + len(self.removed) + len(self.rewritten)
+
+    @property
+    def kernels_added(self) -> list[str]:
+        before = set(self.figures_before.kernel_names)
+        return [k for k in self.figures_after.kernel_names if k not in before]
+
+    @property
+    def kernels_removed(self) -> list[str]:
+        after = set(self.figures_after.kernel_names)
+        return [k for k in self.figures_before.kernel_names if k not in after]
+
+    def flops(self) -> tuple[float, float]:
+        """(flops before, flops after) from XLA's own HloCostAnalysis."""
+        return _xla_cost(self.before)["flops"], _xla_cost(self.after)["flops"]
+
+    def xla_bytes_accessed(self) -> tuple[float, float]:
+        return _xla_cost(self.before)["bytes accessed"], _xla_cost(self.after)["bytes accessed"]
+
+    def excerpt(self, max_lines: int = 8) -> tuple[str, str]:
+        """(before, after): the changed lines of each side with one line of context, other
+        lines elided with ``...``; metadata is shown as ``metadata={...}``."""
+        removed = {id(i) for i in self.removed} | {id(a) for a, _ in self.rewritten}
+        added = {id(i) for i in self.added} | {id(b) for _, b in self.rewritten}
+        return (_excerpt(self.before.module, removed, "-", max_lines),
+                _excerpt(self.after.module, added, "+", max_lines))
+
+    def summary(self) -> str:
+        fb, fa = self.figures_before, self.figures_after
+        where = f"step {self.step:04d}" if self.step is not None else self.after.label
+        return (f"{self.pass_name} ({where}, pipeline {self.pipeline}): "
+                f"+{len(self.added)} -{len(self.removed)} ~{len(self.rewritten)} instructions; "
+                f"kernels {fb.kernels} -> {fa.kernels}; "
+                f"read {fb.bytes_read:,} -> {fa.bytes_read:,} B; "
+                f"written {fb.bytes_written:,} -> {fa.bytes_written:,} B; score {self.score:.3f}")
+
+    def to_dict(self, *, excerpts: bool = True, flops: bool = False) -> dict:
+        fb, fa = self.figures_before, self.figures_after
+        out = {
+            "pass": self.pass_name, "pipeline": self.pipeline, "step": self.step,
+            "before_file": str(self.before.path), "after_file": str(self.after.path),
+            "score": round(self.score, 6),
+            "instructions": {"added": [i.name for i in self.added],
+                             "removed": [i.name for i in self.removed],
+                             "rewritten": [b.name for _, b in self.rewritten],
+                             "renamed": self.renamed},
+            "kernels": {"before": fb.kernels, "after": fa.kernels,
+                        "added": self.kernels_added, "removed": self.kernels_removed},
+            "bytes_read": {"before": fb.bytes_read, "after": fa.bytes_read},
+            "bytes_written": {"before": fb.bytes_written, "after": fa.bytes_written},
+        }
+        if flops:
+            b, a = self.flops()
+            out["flops"] = {"before": b, "after": a}
+        if excerpts:
+            b, a = self.excerpt()
+            out["excerpt"] = {"before": b, "after": a}
+        return out
+
+
+# ---- walking a dump ------------------------------------------------------------------------
+
+def states(dump: Dump) -> list[State]:
+    """The module before optimizations, every snapshot, the optimized module: in order."""
+    dump.check_complete()
+    out = [State("before optimizations", "(input)", "", None, dump.files.before_optimizations,
+                 lambda: dump.before_optimizations)]
+    for s in dump.snapshots:
+        out.append(State(s.label, s.after, s.pipeline, s.step, s.path, _loader(s)))
+    out.append(State("after optimizations", "(after the last dumped pass)", "", None,
+                     dump.files.optimized, lambda: dump.optimized))
+    return out
+
+
+def _loader(s: Snapshot):
+    def load():
+        m = s.module
+        s.drop_cache()  # the State keeps the module; the snapshot need not keep the text too
+        return m
+    return load
+
+
+def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = None) -> list[PassChange]:
+    """Every step whose module differs from the one before it (metadata ignored), in order.
+
+    Memory stays bounded: only two parsed modules are alive at a time (instruction objects
+    are shared between snapshots by the parser's line cache)."""
+    seq = states(dump)
+    base = seq[0].module
+    norm = _Normalizer()
+    base_figures = figures_of(base)
+    base_count = max(1, len(_top_level(base)))
+    out: list[PassChange] = []
+    prev, prev_sig, prev_fig = seq[0], _signature(base), base_figures
+    for i, cur in enumerate(seq[1:], start=1):
+        if progress:
+            progress(i, len(seq) - 1)
+        mod = cur.module
+        sig = _signature(mod)
+        if sig == prev_sig:
+            prev._module = None
+            prev = cur
+            continue
+        fig = figures_of(mod)
+        added, removed, rewritten, renamed = _diff(prev.module, mod, norm)
+        if not (added or removed or rewritten) and fig == prev_fig:
+            # only renumbering or instruction order: not a change of the program
+            prev._module = None
+            prev, prev_sig = cur, sig
+            continue
+        ch = PassChange(i, prev, cur, added, removed, rewritten, renamed, prev_fig, fig)
+        ch.score = _score(ch, base_figures, base_count)
+        out.append(ch)
+        if out and len(out) > 1:
+            out[-2].before._module = None  # keep modules only where excerpts need them
+        prev, prev_sig, prev_fig = cur, sig, fig
+    return out
+
+
+def rank_passes(dump: Dump, top: int = 10, *, progress=None) -> list[PassChange]:
+    """The ``top`` pass runs that changed the program most, highest score first.
+
+    Score: the share of the input program that the pass changed, summed over three views:
+    ``|Δ bytes read| / R0 + |Δ bytes written| / W0 + instructions changed / N0``, where R0, W0
+    and N0 are the bytes read, bytes written and top-level instructions of the module before
+    optimizations.  Why: a ranking by bytes alone misses passes that restructure the program
+    without moving bytes (layout, simplification), one by instruction count alone ranks a
+    renaming sweep over a fusion; normalising by the input program makes the three terms
+    comparable ("fusion removed 40 % of the bytes written" = 0.4) and independent of the
+    program's size.  Flops are reported, not scored: XLA's cost analysis re-parses each
+    module and would dominate the analysis time.
+    """
+    changes = pass_changes(dump, progress=progress)
+    return sorted(changes, key=lambda c: (-c.score, c.position))[:top]
+
+
+def _score(ch: PassChange, base: Figures, base_count: int) -> float:
+    fb, fa = ch.figures_before, ch.figures_after
+    r0 = max(1, base.bytes_read)
+    w0 = max(1, base.bytes_written)
+    return (abs(fa.bytes_read - fb.bytes_read) / r0 + abs(fa.bytes_written - fb.bytes_written) / w0
+            + ch.instructions_changed / base_count)
+
+
+# ---- comparing two modules ---------------------------------------------------------------
+
+def _signature(module) -> int:
+    """Equal for modules whose text without metadata is equal."""
+    return hash(tuple((name, tuple(i.canonical for i in comp.instructions))
+                      for name, comp in module.computations.items()))
+
+
+def _top_level(module) -> list[tuple[str, object]]:
+    """(computation, instruction) for the entry computation and the computations it reaches
+    through control flow (while bodies, branches, calls): the level where kernels live.
+    Fused computations and reducers are part of the instruction that calls them."""
+    seen, order, todo = set(), [], [module.entry.name]
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in module.computations:
+            continue
+        seen.add(name)
+        comp = module.computations[name]
+        order.append(comp)
+        for inst in comp.instructions:
+            if inst.opcode in _CONTROL_FLOW:
+                todo.extend(inst.called)
+    return [(c.name, i) for c in order for i in c.instructions]
+
+
+class _Normalizer:
+    """Text of an instruction without numeric name suffixes, and signatures of the bodies it
+    calls, cached per instruction object (the parser shares them between snapshots)."""
+
+    def __init__(self) -> None:
+        self._norm: dict[int, tuple] = {}
+
+    def norm(self, inst) -> str:
+        hit = self._norm.get(id(inst))
+        if hit is not None and hit[0] is inst:
+            return hit[1]
+        text = _SUFFIX.sub(r"\1", inst.canonical)
+        self._norm[id(inst)] = (inst, text)
+        return text
+
+    def body(self, module, inst, depth: int = 0) -> tuple:
+        if not inst.called or depth > 8:
+            return ()
+        out = []
+        for callee in inst.called:
+            comp = module.computations.get(callee)
+            if comp is None:
+                continue
+            out.append(tuple(self.norm(i) for i in comp.instructions))
+            out.extend(self.body(module, i, depth + 1) for i in comp.instructions if i.called)
+        return tuple(out)
+
+
+def _diff(a, b, norm: _Normalizer):
+    """(added, removed, rewritten pairs, renamed count) between two modules' top-level
+    instructions."""
+    ta, tb = _top_level(a), _top_level(b)
+
+    def exact(module, comp, inst):
+        return (_SUFFIX.sub(r"\1", comp), inst.canonical,
+                norm.body(module, inst) if inst.called else ())
+
+    count: dict = {}
+    for comp, inst in ta:
+        k = exact(a, comp, inst)
+        count[k] = count.get(k, 0) + 1
+    only_b = []
+    for comp, inst in tb:
+        k = exact(b, comp, inst)
+        if count.get(k, 0) > 0:
+            count[k] -= 1
+        else:
+            only_b.append((comp, inst))
+    only_a = []
+    for comp, inst in ta:
+        k = exact(a, comp, inst)
+        if count.get(k, 0) > 0:
+            count[k] -= 1
+            only_a.append((comp, inst))
+    # pair by name: same name, different text = rewritten (unless only suffixes differ)
+    by_name_a = {inst.name: (comp, inst) for comp, inst in only_a}
+    rewritten, renamed = [], 0
+    rest_b = []
+    for comp, inst in only_b:
+        hit = by_name_a.pop(inst.name, None)
+        if hit is None:
+            rest_b.append((comp, inst))
+            continue
+        if _loose(a, hit[0], hit[1], norm) == _loose(b, comp, inst, norm):
+            renamed += 1
+        else:
+            rewritten.append((hit[1], inst))
+    # pair the rest by text without suffixes: renamed
+    loose_a: dict = {}
+    for comp, inst in by_name_a.values():
+        loose_a.setdefault(_loose(a, comp, inst, norm), []).append(inst)
+    added = []
+    for comp, inst in rest_b:
+        bucket = loose_a.get(_loose(b, comp, inst, norm))
+        if bucket:
+            bucket.pop()
+            renamed += 1
+        else:
+            added.append(inst)
+    removed = [i for bucket in loose_a.values() for i in bucket]
+    order_a = {id(i): n for n, (_, i) in enumerate(ta)}
+    removed.sort(key=lambda i: order_a[id(i)])
+    return added, removed, rewritten, renamed
+
+
+def _loose(module, comp, inst, norm: _Normalizer):
+    text = norm.norm(inst)
+    text = text[text.index(" = "):]  # the instruction's own name does not matter
+    return (_SUFFIX.sub(r"\1", comp), text, norm.body(module, inst) if inst.called else ())
+
+
+# ---- excerpts ------------------------------------------------------------------------------
+
+def show_line(inst) -> str:
+    """The instruction's line as dumped, with metadata elided."""
+    return _METADATA_TEXT.sub(", metadata={...}", inst.line)
+
+
+def _excerpt(module, marked: set, sign: str, max_lines: int) -> str:
+    out: list[str] = []
+    shown = 0
+    hidden = 0
+    for comp in module.computations.values():
+        insts = comp.instructions
+        hits = [n for n, i in enumerate(insts) if id(i) in marked]
+        if not hits:
+            continue
+        header = comp.header if len(comp.header) <= 100 else comp.header[:96] + " ...{"
+        out.append(header)
+        keep = set()
+        for n in hits:
+            keep.update((n - 1, n, n + 1))
+        last = -1
+        for n, inst in enumerate(insts):
+            if n not in keep:
+                continue
+            if shown >= max_lines:
+                hidden += sum(1 for h in hits if h >= n)
+                break
+            if n > last + 1:
+                out.append("  ...")
+            out.append(("%s " % sign if id(inst) in marked else "  ") + show_line(inst).strip())
+            shown += 1
+            last = n
+        else:
+            if last < len(insts) - 1:
+                out.append("  ...")
+            out.append("}")
+            continue
+        out.append("  ...")
+        out.append("}")
+        break
+    if hidden:
+        out.append(f"  ({hidden} more changed lines not shown)")
+    if not out:
+        out.append("(no top-level instruction changed on this side)")
+    return "\n".join(out)
+
+
+# ---- XLA's own numbers -------------------------------------------------------------------
+
+_COST_CACHE: dict[str, dict] = {}
+
+
+def _xla_cost(state: State) -> dict:
+    from .xla_private import cost_analysis
+    key = str(state.path)
+    if key not in _COST_CACHE:
+        try:
+            _COST_CACHE[key] = cost_analysis(state.text, source=key)
+        except ValueError as e:
+            raise DumpError(str(e)) from None
+    return _COST_CACHE[key]
+
+
+# ---- progress on a terminal ----------------------------------------------------------------
+
+def terminal_progress(label: str, stream=None):
+    """A progress callback that rewrites one stderr line, only when stderr is a terminal."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        return None
+    last = [0.0]
+
+    def report(i: int, n: int) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.2 and i < n:
+            return
+        last[0] = now
+        stream.write(f"\r{label}: snapshot {i}/{n}" + ("\n" if i >= n else ""))
+        stream.flush()
+    return report
