@@ -290,23 +290,26 @@ class _Rules:
         return _xla_size(leaf)
 
     def parameter_read(self, fused: HloComputation, param: Instruction):
-        """FusionParameterReadBytes: how much of a fused parameter XLA counts as read."""
-        if param.shape.is_tuple:
-            total, whys = 0, []
-            for gte_chain_leaf in self._tuple_leaf_users(fused, param):
-                n, why = self._read_bytes(fused, gte_chain_leaf)
-                total += n
-                whys += why
-            return total, whys
-        return self._read_bytes(fused, param)
+        """FusionParameterReadBytes: how much of a fused parameter XLA counts as read.
 
-    def _tuple_leaf_users(self, fused, param):
+        A tuple parameter is followed, leaf by leaf, down the first get-tuple-element of each
+        index (staying put where there is none), as XLA does."""
+        if not param.shape.is_tuple:
+            return self._read_bytes(fused, param)
         users = self.users(fused)
-        out = []
-        for u in users[param.name]:
-            if u.opcode == "get-tuple-element":
-                out.append(u)
-        return out
+        total, whys = 0, []
+        for path in _leaf_paths(param.shape):
+            node = param
+            for index in path:
+                for user in users[node.name]:
+                    if user.opcode == "get-tuple-element" and \
+                            int(user.attrs.get("index", -1)) == index:
+                        node = user
+                        break
+            n, why = self._read_bytes(fused, node)
+            total += n
+            whys += why
+        return total, whys
 
     def _read_bytes(self, fused: HloComputation, hlo: Instruction):
         size = 0
@@ -362,6 +365,15 @@ def is_bitcast_transpose(comp: HloComputation, inst: Instruction) -> bool:
     if len(perm) != len(out_order):
         return False
     return tuple(perm[d] for d in out_order) == operand.minor_to_major
+
+
+def _leaf_paths(shape: Shape, prefix: tuple = ()):
+    """Shape indices of the array leaves of a tuple shape, depth first."""
+    for i, sub in enumerate(shape.tuple_shapes):
+        if sub.is_tuple:
+            yield from _leaf_paths(sub, prefix + (i,))
+        else:
+            yield prefix + (i,)
 
 
 def _attr_name(inst: Instruction, key: str) -> str:
