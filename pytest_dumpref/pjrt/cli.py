@@ -1,0 +1,23 @@
+"""``python -m pytest_dumpref build-plugin [--out DIR]``: build the PJRT plugin, print its path."""
+from __future__ import annotations
+
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("build-plugin", help="build the dumpref PJRT plugin (C) and print its path")
+    p.add_argument("--out", default="build/pjrt", help="folder for the library (default: build/pjrt)")
+    p.add_argument("--sanitize", action="store_true",
+                   help="build with AddressSanitizer and UndefinedBehaviorSanitizer")
+    p.set_defaults(run=_run)
+
+
+def _run(args) -> int:
+    from .build import BuildError, build_plugin
+    try:
+        built = build_plugin(args.out, sanitize=args.sanitize)
+    except BuildError as e:
+        print(f"build-plugin: {e}", file=sys.stderr)
+        return 1
+    print(built.path.resolve())
+    return 0

@@ -1,0 +1,50 @@
+"""The ``jax_plugins`` entry point: makes ``jax.devices("dumpref")`` work after ``pip install``.
+
+jax imports this module at start-up and calls :func:`initialize`.  It registers the dumpref
+library with jax, building it first into a per-user cache if the cache has no library for the
+current sources.  It never raises: a missing compiler or a broken build must not stop jax from
+starting, so it logs a warning and registers nothing.
+
+Environment:
+  DUMPREF_PJRT=0            do not register the plugin at all
+  DUMPREF_PJRT_LIBRARY=PATH register this library instead of the cached build (tests use it)
+  DUMPREF_PJRT_PRIORITY=N   backend priority (default -100: below jax's CPU backend, so jax's
+                            default device stays the CPU and the plugin is opt-in by name)
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PLATFORM = "dumpref"
+DEFAULT_PRIORITY = -100
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytest-dumpref" / "pjrt"
+
+
+def cached_library() -> Path:
+    """The library for the current sources, built into the cache on first use."""
+    from .build import LIBRARY_NAME, build_plugin, sources_digest
+    folder = cache_dir() / sources_digest()[:16]
+    lib = folder / LIBRARY_NAME
+    if not lib.is_file():
+        build_plugin(folder)
+    return lib
+
+
+def initialize() -> None:
+    if os.environ.get("DUMPREF_PJRT", "1") == "0":
+        return
+    try:
+        library = os.environ.get("DUMPREF_PJRT_LIBRARY") or str(cached_library())
+        priority = int(os.environ.get("DUMPREF_PJRT_PRIORITY", DEFAULT_PRIORITY))
+        from jax._src import xla_bridge
+        xla_bridge.register_plugin(PLATFORM, priority=priority, library_path=library)
+    except Exception as e:  # never stop jax from starting
+        logger.warning("dumpref PJRT plugin not registered: %s", e)

@@ -1,0 +1,81 @@
+"""Run jax against the dumpref plugin in a subprocess and read back its call trace.
+
+A subprocess because jaxlib turns most PJRT errors into fatal aborts: a knocked-out entry point
+must be able to kill the process that used it without killing the test run.  The plugin is
+registered the way users get it, through the ``jax_plugins`` entry point
+(:mod:`.jax_plugin`), told by ``DUMPREF_PJRT_LIBRARY`` to load this exact library.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+#: Prepended to every snippet.  Deliberately no device lookup: level 1 *is* the lookup.
+PRELUDE = "import jax, jax.numpy as jnp, numpy as np\n"
+
+#: Lines of jaxlib/absl chatter that never explain a failure.
+_NOISE = ("Platform 'dumpref' is experimental", "WARNING: All log messages before absl",
+          "Jax plugin configuration error")
+
+
+@dataclass
+class JaxRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    trace: list[str]
+    crashed: bool  # killed by a signal (jaxlib's fatal CHECKs abort: SIGABRT)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def why(self) -> str:
+        """One line saying how the run ended badly: the signal, and the last telling line."""
+        lines = [ln.strip() for ln in self.stderr.splitlines()
+                 if ln.strip() and not any(n in ln for n in _NOISE)]
+        telling = ""
+        for ln in reversed(lines):
+            # absl fatal lines ("F0000 ... Check failed: ...") and Python exceptions say most.
+            if ln.startswith(("F0", "F1")) or "Check failed" in ln or "Error" in ln.split(":")[0]:
+                telling = ln
+                break
+        if not telling and lines:
+            telling = lines[-1]
+        if self.crashed:
+            name = signal.Signals(-self.returncode).name if -self.returncode in signal.Signals._value2member_map_ else str(-self.returncode)
+            return f"process killed by {name}" + (f": {telling}" if telling else "")
+        return telling or f"exit status {self.returncode}"
+
+
+def run_jax(library: Path, code: str, *, env: dict | None = None, trace: bool = True,
+            disable: Sequence[str] = (), timeout: float = 180) -> JaxRun:
+    """Run ``PRELUDE + code`` in a fresh Python with the plugin at ``library`` registered."""
+    with tempfile.TemporaryDirectory(prefix="dumpref-jax-") as tmp:
+        trace_file = Path(tmp) / "trace.txt"
+        full_env = dict(os.environ)
+        for var in ("DUMPREF_PJRT_TRACE", "DUMPREF_PJRT_DISABLE", "DUMPREF_PJRT"):
+            full_env.pop(var, None)
+        full_env["DUMPREF_PJRT_LIBRARY"] = str(library)
+        if trace:
+            full_env["DUMPREF_PJRT_TRACE"] = str(trace_file)
+        if disable:
+            full_env["DUMPREF_PJRT_DISABLE"] = ",".join(disable)
+        full_env.update(env or {})
+        try:
+            done = subprocess.run([sys.executable, "-c", PRELUDE + code], cwd=tmp, env=full_env,
+                                  capture_output=True, text=True, timeout=timeout)
+            rc, out, err = done.returncode, done.stdout, done.stderr
+        except subprocess.TimeoutExpired as e:
+            rc = -signal.SIGKILL
+            out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err = ((e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")) + f"\ntimed out after {timeout} s"
+        lines = trace_file.read_text().split() if trace and trace_file.exists() else []
+        return JaxRun(returncode=rc, stdout=out, stderr=err, trace=lines, crashed=rc < 0)
