@@ -31,22 +31,28 @@ _METADATA_TEXT = re.compile(r", metadata=\{[^{}]*\}")
 @dataclass
 class Figures:
     """Bytes and kernels of one module, spill-style (traffic.py): every kernel of the entry
-    computation reads its operands from memory and writes its result."""
-    kernels: int
+    computation reads its operands from memory and writes its result.  ``kernels`` holds
+    (name, output shape, bytes read, bytes written) per kernel; loop bodies count once per
+    trip."""
     bytes_read: int
     bytes_written: int
-    kernel_names: tuple = ()
+    kernels: tuple = ()
 
     @property
     def bytes_accessed(self) -> int:
         return self.bytes_read + self.bytes_written
 
+    @property
+    def kernel_count(self) -> int:
+        return len(self.kernels)
+
 
 def figures_of(module) -> Figures:
     from .traffic import module_traffic
     t = module_traffic(module)
-    names = tuple(getattr(k, "name", k) for k in t.kernels)
-    return Figures(len(names), int(t.bytes_read), int(t.bytes_written), names)
+    kernels = tuple((k.path or k.name, str(k.output_shape), int(k.total_read), int(k.total_written))
+                    for k in t.kernels)
+    return Figures(int(t.bytes_read), int(t.bytes_written), kernels)
 
 
 # ---- one step ----------------------------------------------------------------------------
@@ -109,14 +115,13 @@ class PassChange:
         return len(self.added) + len(self.removed) + len(self.rewritten)
 
     @property
-    def kernels_added(self) -> list[str]:
-        before = set(self.figures_before.kernel_names)
-        return [k for k in self.figures_after.kernel_names if k not in before]
+    def kernels_added(self) -> list[tuple]:
+        """(name, shape, bytes read, bytes written) of kernels only the later module has."""
+        return _kernel_difference(self.figures_after, self.figures_before)
 
     @property
-    def kernels_removed(self) -> list[str]:
-        after = set(self.figures_after.kernel_names)
-        return [k for k in self.figures_before.kernel_names if k not in after]
+    def kernels_removed(self) -> list[tuple]:
+        return _kernel_difference(self.figures_before, self.figures_after)
 
     def flops(self) -> tuple[float, float]:
         """(flops before, flops after) from XLA's own HloCostAnalysis."""
@@ -138,7 +143,7 @@ class PassChange:
         where = f"step {self.step:04d}" if self.step is not None else self.after.label
         return (f"{self.pass_name} ({where}, pipeline {self.pipeline}): "
                 f"+{len(self.added)} -{len(self.removed)} ~{len(self.rewritten)} instructions; "
-                f"kernels {fb.kernels} -> {fa.kernels}; "
+                f"kernels {fb.kernel_count} -> {fa.kernel_count}; "
                 f"read {fb.bytes_read:,} -> {fa.bytes_read:,} B; "
                 f"written {fb.bytes_written:,} -> {fa.bytes_written:,} B; score {self.score:.3f}")
 
@@ -152,8 +157,9 @@ class PassChange:
                              "removed": [i.name for i in self.removed],
                              "rewritten": [b.name for _, b in self.rewritten],
                              "renamed": self.renamed},
-            "kernels": {"before": fb.kernels, "after": fa.kernels,
-                        "added": self.kernels_added, "removed": self.kernels_removed},
+            "kernels": {"before": fb.kernel_count, "after": fa.kernel_count,
+                        "added": [_kernel_dict(k) for k in self.kernels_added],
+                        "removed": [_kernel_dict(k) for k in self.kernels_removed]},
             "bytes_read": {"before": fb.bytes_read, "after": fa.bytes_read},
             "bytes_written": {"before": fb.bytes_written, "after": fa.bytes_written},
         }
@@ -164,6 +170,25 @@ class PassChange:
             b, a = self.excerpt()
             out["excerpt"] = {"before": b, "after": a}
         return out
+
+
+def _kernel_difference(a: Figures, b: Figures) -> list[tuple]:
+    """Kernels of ``a`` that ``b`` lacks: compared by (name, shape, bytes), so a kernel that
+    kept its name but changed what it moves counts on both sides."""
+    left = {}
+    for k in b.kernels:
+        left[k] = left.get(k, 0) + 1
+    out = []
+    for k in a.kernels:
+        if left.get(k, 0):
+            left[k] -= 1
+        else:
+            out.append(k)
+    return out
+
+
+def _kernel_dict(k: tuple) -> dict:
+    return {"name": k[0], "shape": k[1], "bytes_read": k[2], "bytes_written": k[3]}
 
 
 # ---- walking a dump ------------------------------------------------------------------------
@@ -448,3 +473,55 @@ def terminal_progress(label: str, stream=None):
         stream.write(f"\r{label}: snapshot {i}/{n}" + ("\n" if i >= n else ""))
         stream.flush()
     return report
+
+
+# ---- a tour of a dump folder ---------------------------------------------------------------
+
+def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
+         progress_stream=None) -> dict:
+    """Analyse every module of a dump folder (or the one named): the ranked passes with their
+    byte arithmetic and excerpts, as plain data.  A module that cannot be analysed gets an
+    ``error`` naming the file instead, and the others are still analysed.  Raises DumpError
+    when the folder holds no dumps or no module of that name."""
+    from .dump import DumpFolder
+    df = DumpFolder(folder)
+    found = df.find(module)
+    if not found:
+        raise DumpError(f"{df.folder}: no module {module!r} (modules: "
+                        f"{', '.join(m.key for m in df.modules)})")
+    out = {"folder": str(df.folder), "modules": []}
+    for mf in found:
+        entry: dict = {"module": mf.key, "name": mf.name, "snapshots": len(mf.snapshot_paths)}
+        try:
+            d = Dump(mf)
+            progress = terminal_progress(mf.key, progress_stream) if progress_stream else None
+            changes = pass_changes(d, progress=progress)
+            ranked = sorted(changes, key=lambda c: (-c.score, c.position))[:top]
+            first = changes[0].figures_before if changes else figures_of(d.before_optimizations)
+            last = changes[-1].figures_after if changes else first
+            entry["input"] = _figures_dict(first)
+            entry["optimized"] = _figures_dict(last)
+            entry["passes_that_changed"] = len(changes)
+            entry["ranking"] = ("score = |d bytes read|/R0 + |d bytes written|/W0 + instructions "
+                                "changed/N0, over the module before optimizations")
+            entry["passes"] = []
+            for rank, c in enumerate(ranked, start=1):
+                item = {"rank": rank, **c.to_dict(excerpts=True)}
+                if xla:
+                    try:
+                        fb, fa = c.flops()
+                        xb, xa = c.xla_bytes_accessed()
+                        item["xla"] = {"flops": {"before": fb, "after": fa},
+                                       "bytes_accessed": {"before": xb, "after": xa}}
+                    except Exception as e:  # XLA's parser may reject what ours accepts
+                        item["xla"] = {"error": str(e)}
+                entry["passes"].append(item)
+        except DumpError as e:
+            entry["error"] = str(e)
+        out["modules"].append(entry)
+    return out
+
+
+def _figures_dict(f: Figures) -> dict:
+    return {"kernels": f.kernel_count, "bytes_read": f.bytes_read,
+            "bytes_written": f.bytes_written}
