@@ -16,6 +16,7 @@ EXIT_BAD_INPUT = 2
 
 def register(subparsers) -> None:
     _register_traffic(subparsers)
+    _register_tour(subparsers)
 
 
 def _fail(message: str) -> int:
@@ -130,3 +131,94 @@ def _print_table(traffic, ba_path, xla_error) -> None:
             print(f"differences ({len(found)}):")
             for d in found:
                 print(f"  {d.instruction}: ours {d.ours:,.0f}, XLA {d.xla:,.0f}: {d.reason}")
+
+
+# ---- tour ----------------------------------------------------------------------------------
+
+def _register_tour(subparsers) -> None:
+    p = subparsers.add_parser(
+        "tour", help="rank the passes of an XLA dump folder by what they changed",
+        description="Reads a folder written with XLA_FLAGS='--xla_dump_to=DIR "
+                    "--xla_dump_hlo_pass_re=.*' (any platform): lists its modules, ranks the "
+                    "passes of each by what they changed (bytes read and written, "
+                    "instructions), and prints the byte arithmetic and a before/after excerpt.")
+    p.add_argument("folder", help="the dump folder")
+    p.add_argument("--module", help="only this module (name like jit_f, or module_0004.jit_f)")
+    p.add_argument("--top", type=int, default=10, help="passes to show per module (default 10)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--no-xla", action="store_true",
+                   help="skip XLA's cost analysis (flops) of the ranked passes")
+    p.set_defaults(run=run_tour)
+
+
+def run_tour(args) -> int:
+    from .dump import DumpError
+    from .passes import tour
+
+    try:
+        report = tour(args.folder, module=args.module, top=max(0, args.top),
+                      xla=not args.no_xla, progress_stream=sys.stderr)
+    except DumpError as e:
+        return _fail(str(e))
+    failed = [m for m in report["modules"] if "error" in m]
+    for m in failed:
+        print(f"error: {m['module']}: {m['error']}", file=sys.stderr)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+    else:
+        _print_tour(report)
+    return EXIT_BAD_INPUT if failed else 0
+
+
+def _print_tour(report: dict) -> None:
+    mods = report["modules"]
+    print(f"{report['folder']}: {len(mods)} module(s)")
+    for m in mods:
+        state = "ERROR" if "error" in m else f"{m['passes_that_changed']} passes changed it"
+        print(f"  {m['module']}: {m['snapshots']} snapshots, {state}")
+    for m in mods:
+        if "error" in m:
+            continue
+        i, o = m["input"], m["optimized"]
+        print(f"\n== {m['module']} ==")
+        print(f"before optimizations: {i['kernels']} kernels, read {i['bytes_read']:,} B, "
+              f"written {i['bytes_written']:,} B")
+        print(f"optimized:            {o['kernels']} kernels, read {o['bytes_read']:,} B, "
+              f"written {o['bytes_written']:,} B")
+        print(f"ranking: {m['ranking']}")
+        for p in m["passes"]:
+            _print_pass(p)
+
+
+def _delta(a: float, b: float) -> str:
+    return f"{a:>14,.0f} -> {b:>14,.0f}  ({b - a:+,.0f})"
+
+
+def _print_pass(p: dict) -> None:
+    ins, k = p["instructions"], p["kernels"]
+    step = "-" if p["step"] is None else f"{p['step']:04d}"
+    print(f"\n{p['rank']:>2}. {p['pass']}  (step {step}, pipeline {p['pipeline'] or '-'})"
+          f"  score {p['score']:.3f}")
+    print(f"    file: {p['after_file']}")
+    print(f"    instructions: +{len(ins['added'])} -{len(ins['removed'])} "
+          f"~{len(ins['rewritten'])} rewritten, {ins['renamed']} only renamed")
+    print(f"    kernels:       {k['before']} -> {k['after']}")
+    for label, ks in (("removed", k["removed"]), ("added", k["added"])):
+        for x in ks[:6]:
+            print(f"      {label} {x['name']} {x['shape']}: read {x['bytes_read']:,} B, "
+                  f"written {x['bytes_written']:,} B")
+        if len(ks) > 6:
+            print(f"      ... {len(ks) - 6} more {label}")
+    print(f"    bytes read:    {_delta(p['bytes_read']['before'], p['bytes_read']['after'])}")
+    print(f"    bytes written: {_delta(p['bytes_written']['before'], p['bytes_written']['after'])}")
+    x = p.get("xla")
+    if x and "error" in x:
+        print(f"    XLA cost analysis: {x['error']}")
+    elif x:
+        print(f"    XLA flops:     {_delta(x['flops']['before'], x['flops']['after'])}")
+        print(f"    XLA bytes accessed: {_delta(x['bytes_accessed']['before'], x['bytes_accessed']['after'])}")
+    for side in ("before", "after"):
+        print(f"    {side}:")
+        for line in p["excerpt"][side].splitlines():
+            print(f"      {line}")
