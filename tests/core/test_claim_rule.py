@@ -1,0 +1,122 @@
+"""The claim contract, as a user meets it: real claim files run by pytester."""
+import pytest
+
+HEADER = "import pytest\n"
+GOOD_PROV = '@pytest.mark.provenance(dtype="f32", shapes={"x": (2, 3)}, method="arithmetic")\n'
+
+
+def run(pytester, body, *args):
+    pytester.makepyfile(test_claims=HEADER + body)
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def test_claim_without_evidence_fails_and_says_so(pytester):
+    res = run(pytester, '@pytest.mark.claim("a sentence")\n' + GOOD_PROV +
+              "def test_c():\n    assert True\n")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*claim test_claims.py::test_c fails: it recorded no evidence*"])
+
+
+def test_claim_without_provenance_fails(pytester):
+    res = run(pytester, '@pytest.mark.claim("a sentence")\n'
+              "def test_c(evidence):\n    evidence.number('n', 1)\n")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*it has no @pytest.mark.provenance*"])
+
+
+def test_provenance_missing_fields_are_named(pytester):
+    res = run(pytester, '@pytest.mark.claim("a sentence")\n'
+              '@pytest.mark.provenance(dtype="f32")\n'
+              "def test_c(evidence):\n    evidence.number('n', 1)\n")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*its provenance lacks shapes, method*"])
+
+
+def test_wrong_chip_fails(pytester):
+    res = run(pytester, '@pytest.mark.claim("a sentence")\n'
+              '@pytest.mark.provenance(dtype="f32", shapes={"x": (2,)}, method="m", chip="TPU v9 imaginary")\n'
+              "def test_c(evidence):\n    evidence.number('n', 1)\n")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*declares chip 'TPU v9 imaginary' but the evidence came from*"])
+
+
+def test_right_chip_passes(pytester):
+    from pytest_dumpref.provenance import cpu_model_name
+    res = run(pytester, '@pytest.mark.claim("a sentence")\n'
+              f'@pytest.mark.provenance(dtype="f32", shapes={{"x": (2,)}}, method="m", chip={cpu_model_name()!r})\n'
+              "def test_c(evidence):\n    evidence.number('n', 1)\n")
+    res.assert_outcomes(passed=1)
+
+
+def test_declared_shapes_are_checked_against_observed_parameters(pytester):
+    body = ('@pytest.mark.claim("a sentence")\n' + GOOD_PROV +
+            "def test_c(evidence):\n"
+            "    evidence.observe(backend='cpu', params={'x': ('float32', (2, 4))})\n"
+            "    evidence.number('n', 1)\n")
+    res = run(pytester, body)
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*declares x: (2, 3) but parameter x is (2, 4)*"])
+
+
+def test_declared_dtype_is_checked_against_observed_parameters(pytester):
+    body = ('@pytest.mark.claim("a sentence")\n' + GOOD_PROV +
+            "def test_c(evidence):\n"
+            "    evidence.observe(backend='cpu', params={'x': ('bfloat16', (2, 3))})\n"
+            "    evidence.number('n', 1)\n")
+    res = run(pytester, body)
+    res.assert_outcomes(failed=1)
+    assert "declares dtype f32 but the program's parameters are ['bf16']" in res.stdout.str()
+
+
+def test_a_failing_assertion_still_fails_normally(pytester):
+    res = run(pytester, '@pytest.mark.claim("a sentence")\n' + GOOD_PROV +
+              "def test_c(evidence):\n    evidence.number('n', 1)\n    assert 1 == 2\n")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*assert 1 == 2*"])
+
+
+def test_ordinary_tests_are_untouched(pytester):
+    res = run(pytester, "def test_plain():\n    assert True\n\n"
+              "def test_plain_with_evidence(evidence):\n    evidence.number('x', 1)\n",
+              "--dumpref-report=w.md")
+    res.assert_outcomes(passed=2)
+    text = (pytester.path / "w.md").read_text()
+    assert "test_plain" not in text
+    assert "0 claims established, 0 not established" in text
+
+
+@pytest.mark.parametrize("marker, message", [
+    ('@pytest.mark.claim()', "claim takes exactly one sentence"),
+    ('@pytest.mark.claim("s", colour="red")', "unknown arguments ['colour']"),
+    ('@pytest.mark.claim("s")\n@pytest.mark.provenance("f32")', "takes keywords only"),
+    ('@pytest.mark.claim("s")\n@pytest.mark.provenance(dtype="f32", shapes=(3,), method="m")', "shapes must map names"),
+    ('@pytest.mark.claim("s")\n@pytest.mark.provenance(dtyp="f32")', "unknown arguments ['dtyp']"),
+])
+def test_marker_with_wrong_arguments_is_a_usage_error_naming_the_test(pytester, marker, message):
+    res = run(pytester, marker + "\ndef test_c(evidence):\n    evidence.number('n', 1)\n")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = res.stderr.str()
+    assert "test_claims.py::test_c" in err and message in err, err
+
+
+def test_unknown_section_is_a_usage_error(pytester):
+    pytester.makepyprojecttoml('[tool.dumpref]\nsections = ["passes", "fusion"]\n')
+    res = run(pytester, '@pytest.mark.claim("s", section="pases")\n' + GOOD_PROV +
+              "def test_c(evidence):\n    evidence.number('n', 1)\n")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*test_claims.py::test_c: section 'pases' is not one of the sections*"])
+
+
+def test_study_marker_gives_the_default_section(pytester):
+    pytester.makepyprojecttoml('[tool.dumpref]\nsections = ["fusion"]\n'
+                               '[tool.dumpref.section_titles]\nfusion = "The fusion study"\n')
+    res = run(pytester, '@pytest.mark.fusion\n@pytest.mark.claim("s")\n' + GOOD_PROV +
+              "def test_c(evidence):\n    evidence.number('n', 1)\n", "--dumpref-report=w.md")
+    res.assert_outcomes(passed=1)
+    assert "## The fusion study" in (pytester.path / "w.md").read_text()
+
+
+def test_markers_are_registered(pytester):
+    res = pytester.runpytest("--markers")
+    for name in ("claim: claim(text", "provenance: provenance(*", "passes:", "fusion:", "pjrt:"):
+        res.stdout.fnmatch_lines([f"@pytest.mark.{name}*"])

@@ -1,0 +1,222 @@
+"""The write-up and the gate: render, re-prove, and fail loudly when something drifted."""
+import json
+import re
+
+import pytest
+
+CLAIMS = '''
+import pytest, os
+from pathlib import Path
+
+PROV = dict(dtype="f32", shapes={"x": (1024, 1024)}, method="counting")
+
+@pytest.mark.passes
+@pytest.mark.claim("A megabyte of f32 is 262,144 elements")
+@pytest.mark.provenance(**PROV)
+def test_bytes(evidence, tmp_path):
+    evidence.number("bytes", 4 * 262144, unit="B")
+    evidence.number("elements", 262144)
+    evidence.excerpt("HLO", "ROOT add.1 = f32[1024,1024]{1,0} add(p0, p1)", lang="hlo")
+    evidence.table("sizes", [{"dtype": "f32", "bytes": 4}, {"dtype": "bf16", "bytes": 2}])
+    f = tmp_path / "dump.txt"
+    f.write_text(os.environ.get("DUMP_CONTENT", "HloModule m"))
+    evidence.file("the dump", f)
+
+@pytest.mark.fusion
+@pytest.mark.claim("Timing is noisy but within its tolerance")
+@pytest.mark.provenance(**PROV)
+def test_time(evidence):
+    evidence.number("time", float(os.environ.get("MEASURED", "1.0")), unit="ms", tolerance=0.25)
+
+@pytest.mark.fusion
+@pytest.mark.claim("This one is not true")
+@pytest.mark.provenance(**PROV)
+def test_false(evidence):
+    evidence.number("n", 1)
+    assert 1 == 2, "the dump disagrees"
+
+def test_ordinary():
+    assert True
+'''
+
+PYPROJECT = '''
+[tool.dumpref]
+title = "A small write-up"
+sections = ["passes", "fusion"]
+[tool.dumpref.section_titles]
+passes = "Pass by pass"
+fusion = "Fusion"
+'''
+
+
+@pytest.fixture
+def project(pytester):
+    pytester.makepyprojecttoml(PYPROJECT)
+    pytester.makepyfile(test_claims=CLAIMS)
+    return pytester
+
+
+def data_block(path):
+    text = path.read_text()
+    return json.loads(text[text.rindex("<!-- dumpref-data") + len("<!-- dumpref-data"):text.rindex("-->")])
+
+
+def test_report_renders_passing_claims_and_lists_the_rest(project):
+    res = project.runpytest("--dumpref-report=writeup.md")
+    res.assert_outcomes(passed=3, failed=1)
+    text = (project.path / "writeup.md").read_text()
+    assert text.startswith("# A small write-up\n")
+    assert text.index("## Pass by pass") < text.index("## Fusion") < text.index("## Not established")
+    assert "### A megabyte of f32 is 262,144 elements" in text
+    assert "| bytes | 1,048,576 B (1.00 MiB) | exact |" in text
+    assert "| time | 1 ms | ±25% |" in text
+    assert "```hlo\nROOT add.1 = f32[1024,1024]{1,0} add(p0, p1)\n```" in text
+    assert "| dtype | bytes |" in text and "| bf16 | 2 |" in text
+    assert "Reproduce: `python -m pytest 'test_claims.py::test_bytes' -p no:randomly`" in text
+    # the false claim is never presented as established
+    established = text[:text.index("## Not established")]
+    assert "This one is not true" not in established
+    assert re.search(r"- \*\*failed\*\*: This one is not true .*the dump disagrees", text)
+    assert "test_ordinary" not in text
+    data = data_block(project.path / "writeup.md")
+    assert data["claims"]["test_claims.py::test_bytes"]["numbers"]["bytes"] == {
+        "value": 1048576, "unit": "B", "tolerance": None}
+    assert data["claims"]["test_claims.py::test_false"]["outcome"] == "failed"
+
+
+def test_two_runs_give_the_same_markdown(project):
+    project.runpytest("--dumpref-report=a.md")
+    project.runpytest("--dumpref-report=b.md")
+    assert (project.path / "a.md").read_text() == (project.path / "b.md").read_text()
+
+
+def test_xdist_gives_the_same_writeup_as_a_serial_run(project):
+    project.runpytest_subprocess("--dumpref-report=serial.md")
+    res = project.runpytest_subprocess("-n", "2", "--dumpref-report=parallel.md")
+    res.assert_outcomes(passed=3, failed=1)
+    assert (project.path / "serial.md").read_text() == (project.path / "parallel.md").read_text()
+
+
+def test_check_passes_on_an_unchanged_run(project):
+    project.runpytest("--dumpref-report=writeup.md")
+    res = project.runpytest("--dumpref-check=writeup.md")
+    res.assert_outcomes(passed=3, failed=1)  # the false claim fails as it did; it was never established
+    res.stdout.fnmatch_lines(["*every claim that ran reproduces writeup.md*"])
+
+
+def test_check_accepts_a_measured_number_within_tolerance(project, monkeypatch):
+    project.runpytest("--dumpref-report=writeup.md")
+    monkeypatch.setenv("MEASURED", "1.2")
+    project.runpytest("--dumpref-check=writeup.md").assert_outcomes(passed=3, failed=1)
+    monkeypatch.setenv("MEASURED", "1.3")
+    res = project.runpytest("--dumpref-check=writeup.md")
+    res.assert_outcomes(passed=2, failed=2)
+    assert "number 'time' does not reproduce: write-up says 1.0 ms, this run measured 1.3 ms (must match within ±25%)" in res.stdout.str()
+
+
+def test_a_tampered_number_fails_the_check_and_is_named(project):
+    project.runpytest("--dumpref-report=writeup.md")
+    path = project.path / "writeup.md"
+    path.write_text(path.read_text().replace('"value": 1048576', '"value": 1048577'))
+    res = project.runpytest("--dumpref-check=writeup.md")
+    res.assert_outcomes(passed=2, failed=2)
+    out = res.stdout.str()
+    assert ("claim test_claims.py::test_bytes: number 'bytes' does not reproduce: write-up says 1048577 B, "
+            "this run measured 1048576 B (must match exactly)") in out
+    assert "dumpref check FAILED against writeup.md" in out
+
+
+def test_a_changed_file_hash_fails_the_check(project, monkeypatch):
+    project.runpytest("--dumpref-report=writeup.md")
+    monkeypatch.setenv("DUMP_CONTENT", "HloModule m, changed")
+    res = project.runpytest("--dumpref-check=writeup.md")
+    assert "claim test_claims.py::test_bytes: file 'the dump' changed" in res.stdout.str()
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_removed_claim_fails_the_check(project):
+    project.runpytest("--dumpref-report=writeup.md")
+    project.makepyfile(test_claims=CLAIMS.replace("def test_time", "def _gone"))
+    res = project.runpytest("--dumpref-check=writeup.md")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    res.stdout.fnmatch_lines(["*claim test_claims.py::test_time is established in the write-up but did not run*"])
+
+
+def test_a_claim_missing_from_the_writeup_fails_the_check(project):
+    project.runpytest("--dumpref-report=writeup.md")
+    project.makepyfile(test_more='''
+import pytest
+@pytest.mark.passes
+@pytest.mark.claim("A new claim")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="m")
+def test_new(evidence):
+    evidence.number("n", 1)
+''')
+    res = project.runpytest("--dumpref-check=writeup.md")
+    assert "claim test_more.py::test_new is not in the write-up" in res.stdout.str()
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_changed_sentence_fails_the_check(project):
+    project.runpytest("--dumpref-report=writeup.md")
+    project.makepyfile(test_claims=CLAIMS.replace("262,144 elements", "262,145 elements"))
+    res = project.runpytest("--dumpref-check=writeup.md")
+    assert "its sentence changed" in res.stdout.str()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such write-up"),
+    ("# just markdown\n", "no '<!-- dumpref-data' block"),
+    ("<!-- dumpref-data\n{not json\n-->\n", "the data block is not valid JSON"),
+    ("<!-- dumpref-data\n{\"claims\": {}}\n", "the data block is not closed"),
+])
+def test_a_missing_or_malformed_writeup_is_a_usage_error_naming_the_file(project, content, message):
+    if content is not None:
+        (project.path / "bad.md").write_text(content)
+    res = project.runpytest("--dumpref-check=bad.md")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    err = res.stderr.str()
+    assert "bad.md" in err and message in err, err
+
+
+def test_a_malformed_config_is_a_usage_error_naming_the_file(pytester):
+    pytester.makepyprojecttoml('[tool.dumpref]\ntitel = "typo"\n')
+    pytester.makepyfile(test_x="def test_x(): pass\n")
+    res = pytester.runpytest()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "pyproject.toml: [tool.dumpref] has unknown keys ['titel']" in res.stderr.str()
+
+
+def test_figures_are_copied_beside_the_writeup(pytester):
+    pytester.makepyfile(test_fig='''
+import pytest
+@pytest.mark.claim("A figure")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="m")
+def test_fig(evidence, tmp_path):
+    p = tmp_path / "plot.png"
+    p.write_bytes(b"\\x89PNG fake")
+    evidence.figure("bytes per pass", p)
+''')
+    pytester.runpytest("--dumpref-report=out/w.md").assert_outcomes(passed=1)
+    text = (pytester.path / "out/w.md").read_text()
+    m = re.search(r"!\[bytes per pass\]\((w\.assets/[^)]+\.png)\)", text)
+    assert m, text
+    assert (pytester.path / "out" / m.group(1)).read_bytes() == b"\x89PNG fake"
+
+
+def test_benchmark_statistics_become_evidence_and_machine_info_names_the_chip(pytester):
+    from pytest_dumpref.provenance import cpu_model_name
+    pytester.makepyfile(test_bench='''
+import pytest
+@pytest.mark.claim("Summing a small list is fast")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (100,)}, method="pytest-benchmark")
+def test_sum(benchmark):
+    benchmark.group = "sums"
+    benchmark(sum, range(100))
+''')
+    res = pytester.runpytest("--dumpref-report=w.md", "--benchmark-json=b.json", "--benchmark-max-time=0.01")
+    res.assert_outcomes(passed=1)
+    text = (pytester.path / "w.md").read_text()
+    assert "pytest-benchmark statistics, group sums (seconds)" in text and "| rounds |" in text
+    info = json.loads((pytester.path / "b.json").read_text())["machine_info"]["dumpref"]
+    assert info["chip"] == cpu_model_name() and info["jax"] and "XLA_FLAGS" in info
