@@ -29,7 +29,8 @@ BASE_FLAGS = ("-std=c11", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra",
 #: test cannot pass over it.
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
                   "-fno-omit-frame-pointer", "-O1")
-LIBS = ("-lpthread",)
+#: -z defs: an undefined symbol fails the build here, not the dlopen inside jax later.
+LIBS = ("-lpthread", "-lm", "-Wl,-z,defs")  # libm: the program interpreter (prog_interp.c)
 
 
 class BuildError(RuntimeError):

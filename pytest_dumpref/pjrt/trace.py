@@ -8,6 +8,7 @@ registered the way users get it, through the ``jax_plugins`` entry point
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,21 +39,40 @@ class JaxRun:
 
     @property
     def why(self) -> str:
-        """One line saying how the run ended badly: the signal, and the last telling line."""
+        """One line saying how the run ended badly, stable across runs (no times, no pids)."""
         lines = [ln.strip() for ln in self.stderr.splitlines()
                  if ln.strip() and not any(n in ln for n in _NOISE)]
         telling = ""
         for ln in reversed(lines):
-            # absl fatal lines ("F0000 ... Check failed: ...") and Python exceptions say most.
-            if ln.startswith(("F0", "F1")) or "Check failed" in ln or "Error" in ln.split(":")[0]:
+            # absl fatal lines ("F1130 07:18:28.66 17651 file.cc:139] ...") and Python
+            # exceptions ("jax.errors.JaxRuntimeError: ...") say most.
+            if _ABSL.match(ln) or "Error: " in ln or "Error:" == ln.split(" ")[0][-6:]:
                 telling = ln
                 break
         if not telling and lines:
             telling = lines[-1]
+        telling = _tidy(telling)
         if self.crashed:
-            name = signal.Signals(-self.returncode).name if -self.returncode in signal.Signals._value2member_map_ else str(-self.returncode)
-            return f"process killed by {name}" + (f": {telling}" if telling else "")
+            sig = -self.returncode
+            name = signal.Signals(sig).name if sig in {s.value for s in signal.Signals} else str(sig)
+            return f"{name}: {telling}" if telling else name
         return telling or f"exit status {self.returncode}"
+
+
+#: absl log prefix: severity, date, time, thread id, then "file:line] ".
+_ABSL = re.compile(r"^[FEWI]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ ")
+
+
+def _tidy(line: str) -> str:
+    """Drop what changes from run to run or only repeats the knock-out itself."""
+    m = _ABSL.match(line)
+    if m:
+        line = "jaxlib fatal error at " + line[m.end():].replace("] ", ": ", 1)
+    line = re.sub(r"\S+ is knocked out \(DUMPREF_PJRT_DISABLE\) in the dumpref PJRT device",
+                  "UNIMPLEMENTED (knocked out)", line)
+    line = line.replace("UNIMPLEMENTED: UNIMPLEMENTED (knocked out)", "UNIMPLEMENTED (knocked out)")
+    line = re.sub(r"\s*\(you may need to uninstall the failing plugin package.*$", "", line)
+    return line
 
 
 def run_jax(library: Path, code: str, *, env: dict | None = None, trace: bool = True,
