@@ -194,3 +194,10 @@ def pjrt_plugin(_pjrt_built, evidence):
     """The freshly built PJRT plugin (path, build command, hash, cffi API, jax runner)."""
     _pjrt_built.record(evidence)
     return _pjrt_built
+
+
+@pytest.fixture(scope="session")
+def pjrt_map(_pjrt_built):
+    """The measured map of levels 1-2 (call order, knock-out needs), once per session."""
+    from .pjrt.pjrt_map import measure_map
+    return measure_map(_pjrt_built)
