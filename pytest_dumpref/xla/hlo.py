@@ -51,6 +51,7 @@ PRIMITIVE_BITS: dict[str, int] = {
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
 # element_size_in_bits in a layout, e.g. {0:E(4)}: sub-byte types packed in memory
 _ELEMENT_BITS = re.compile(r"E\((\d+)\)")
+_COMMENT = re.compile(r"/\*.*?\*/")
 
 
 class Shape:
@@ -64,7 +65,7 @@ class Shape:
     """
 
     __slots__ = ("element_type", "dims", "layout", "tuple_shapes", "dynamic_dims", "_text",
-                 "_bytes")
+                 "_bytes", "_xla_bytes")
 
     def __init__(self, element_type: str, dims: tuple = (), layout: str | None = None,
                  tuple_shapes: list | None = None, dynamic_dims: tuple = (), text: str | None = None):
@@ -75,6 +76,7 @@ class Shape:
         self.dynamic_dims = dynamic_dims  # indices of dims that are bounds (<=n) or unknown (?)
         self._text = text
         self._bytes = None
+        self._xla_bytes = None
 
     @property
     def is_tuple(self) -> bool:
@@ -107,6 +109,11 @@ class Shape:
 
     def xla_byte_size(self, pointer_size: int = 8) -> int:
         """ShapeUtil::ByteSizeOf(shape, pointer_size): a tuple is its index table only."""
+        if pointer_size == 8:  # the common case, asked for once per instruction: remember it
+            if self._xla_bytes is None:
+                self._xla_bytes = 8 * len(self.tuple_shapes) if self.tuple_shapes is not None \
+                    else self.byte_size
+            return self._xla_bytes
         if self.tuple_shapes is not None:
             return pointer_size * len(self.tuple_shapes)
         return self.byte_size
@@ -157,6 +164,8 @@ def _array_bytes(shape: Shape) -> int:
 @functools.lru_cache(maxsize=65536)
 def parse_shape(text: str) -> Shape:
     """Parse a shape such as ``f32[64,128]{1,0}``, ``(s32[], bf16[<=8])`` or ``token[]``."""
+    if "/*" in text:
+        text = _COMMENT.sub("", text)
     shape, end = _parse_shape_at(text.strip(), 0)
     if end != len(text.strip()):
         raise ValueError(f"trailing text after shape in {text!r}")
@@ -313,6 +322,8 @@ class Instruction:
 
 def _parse_instruction(line: str, body: str, is_root: bool, name: str) -> Instruction:
     """Parse ``body``: the text after ``name = `` (shape, opcode, operands, attributes)."""
+    if "/*" in body:  # long tuples carry /*index=N*/ markers in shapes and operand lists
+        body = _COMMENT.sub("", body)
     if body.startswith("("):
         end = _matching_paren(body, 0) + 1
         if end <= 0:
@@ -377,7 +388,8 @@ def _parse_instruction(line: str, body: str, is_root: bool, name: str) -> Instru
 class HloComputation:
     """A named list of instructions; ``root`` is its result."""
 
-    __slots__ = ("name", "instructions", "root", "is_entry", "header", "_by_name")
+    __slots__ = ("name", "instructions", "root", "is_entry", "header", "callees", "_by_name",
+                 "memo")
 
     def __init__(self, name: str, instructions: list, root: Instruction, is_entry: bool,
                  header: str):
@@ -387,6 +399,11 @@ class HloComputation:
         self.is_entry = is_entry
         self.header = header
         self._by_name = None
+        # names of the computations its instructions call, in order of first use
+        self.callees = list(dict.fromkeys(c for i in instructions for c in i.called))
+        # results that analyses derive from this computation's text alone (it is shared
+        # between modules parsed from identical text, so such results can be reused)
+        self.memo: dict = {}
 
     @property
     def parameters(self) -> list:
@@ -448,13 +465,17 @@ _COMPUTATION_HEADER = re.compile(r"(ENTRY )?%?([A-Za-z_][\w.\-]*)\s*(?:\(.*)?\{$
 # Debug-info sections that newer XLA prints between the module header and the computations.
 _INFO_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 
-# raw instruction line -> Instruction.  Lines repeat across the snapshots of one compile.
+# Two caches, because the snapshots of one compile repeat most of their text:
+# a computation's whole text -> its parsed computations (most computations survive a pass
+# untouched), and a raw instruction line -> Instruction (for computations a pass did change).
+_BLOCK_CACHE: dict[str, list] = {}
 _LINE_CACHE: dict[str, Instruction] = {}
-_LINE_CACHE_LIMIT = 500_000
+_CACHE_LIMIT = 500_000
 
 
 def clear_cache() -> None:
-    """Forget cached instruction lines (memory is bounded anyway; this is for benchmarks)."""
+    """Forget cached computations and lines (memory is bounded anyway; for benchmarks)."""
+    _BLOCK_CACHE.clear()
     _LINE_CACHE.clear()
     parse_shape.cache_clear()
 
@@ -465,142 +486,144 @@ def parse_module(text: str, *, source: str | None = None) -> HloModule:
     Raises ``HloParseError`` for text that is not HLO, is truncated, or references
     instructions or computations that do not exist.
     """
-    lines = text.split("\n")
-    cache = _LINE_CACHE
-    if len(cache) > _LINE_CACHE_LIMIT:
-        cache.clear()
-
-    lineno = 0
-    n = len(lines)
-    # the module header: first non-blank line
-    while lineno < n and not lines[lineno].strip():
-        lineno += 1
-    if lineno == n:
-        raise HloParseError("empty file, expected 'HloModule <name>'", source=source, line=1)
-    header = lines[lineno]
-    if not header.startswith("HloModule "):
-        raise HloParseError(f"not HLO text: expected 'HloModule <name>', found {header[:60]!r}",
-                            source=source, line=lineno + 1)
-    module_name = header[len("HloModule "):].split(",", 1)[0].strip()
-    lineno += 1
-
+    if len(_LINE_CACHE) > _CACHE_LIMIT or len(_BLOCK_CACHE) > _CACHE_LIMIT:
+        clear_cache()
+    blocks = text.split("\n\n")  # XLA separates the header, info sections and computations
+    header = None
+    module_name = ""
     computations: dict[str, HloComputation] = {}
     entry = None
-    in_info = False
-    comp_name = None
-    comp_start = 0
-    comp_header = ""
-    comp_is_entry = False
-    instructions: list[Instruction] = []
-    root = None
-    pending = None  # (start line number, text) of an instruction continued on the next lines
-
-    def finish_instruction(start: int, raw: str):
-        nonlocal root
-        inst = cache.get(raw)
-        if inst is None:
-            m = _INSTRUCTION_START.match(raw)
-            if not m:
-                raise HloParseError(f"expected an instruction, found {raw.strip()[:60]!r}",
-                                    source=source, line=start)
-            try:
-                inst = _parse_instruction(raw, raw[m.end():], m.group(1) is not None, m.group(2))
-            except ValueError as e:
-                raise HloParseError(str(e), source=source, line=start) from None
-            cache[raw] = inst
-        if inst.is_root:
-            if root is not None:
-                raise HloParseError(f"second ROOT in computation {comp_name}", source=source,
+    next_line = 1
+    for number, block in enumerate(blocks):
+        start = next_line
+        next_line += block.count("\n") + 2
+        body = block.lstrip("\n")
+        start += len(block) - len(body)
+        body = body.rstrip()
+        if not body:
+            continue
+        if header is None:
+            first, _, rest = body.partition("\n")
+            if not first.startswith("HloModule "):
+                raise HloParseError(f"not HLO text: expected 'HloModule <name>', found "
+                                    f"{first.strip()[:60]!r}", source=source, line=start)
+            header = first
+            module_name = first[len("HloModule "):].split(",", 1)[0].strip()
+            body, start = rest.strip("\n"), start + 1
+            if not body:
+                continue
+        parsed = _BLOCK_CACHE.get(body)
+        if parsed is None:
+            if body.partition("\n")[0].strip() in _INFO_SECTIONS:
+                continue
+            parsed = _parse_block(body, start, source, number == len(blocks) - 1)
+            _BLOCK_CACHE[body] = parsed
+        for comp in parsed:
+            if comp.name in computations:
+                raise HloParseError(f"computation {comp.name} defined twice", source=source,
                                     line=start)
-            root = inst
-        instructions.append(inst)
-
-    while lineno < n:
-        raw = lines[lineno]
-        lineno += 1
-        if comp_name is not None:
-            # inside a computation: most lines are instructions
-            if raw.startswith("  "):
-                if pending is not None:
-                    if _INSTRUCTION_START.match(raw):
-                        finish_instruction(*pending)
-                        pending = (lineno, raw)
-                    else:  # a continuation (multi-line literal)
-                        pending = (pending[0], pending[1] + "\n" + raw)
-                    continue
-                pending = (lineno, raw)
-                continue
-            stripped = raw.strip()
-            if stripped == "}":
-                if pending is not None:
-                    finish_instruction(*pending)
-                    pending = None
-                if not instructions:
-                    raise HloParseError(f"computation {comp_name} has no instructions",
-                                        source=source, line=lineno)
-                if root is None:  # XLA's convention: without ROOT the last instruction is it
-                    root = instructions[-1]
-                comp = HloComputation(comp_name, instructions, root, comp_is_entry, comp_header)
-                _check_operands(comp, source, comp_start)
-                if comp_name in computations:
-                    raise HloParseError(f"computation {comp_name} defined twice", source=source,
-                                        line=comp_start)
-                computations[comp_name] = comp
-                if comp_is_entry:
-                    entry = comp
-                comp_name = None
-                continue
-            if not stripped:
-                continue
-            if pending is not None:  # continuation lines of a literal may be indented less
-                pending = (pending[0], pending[1] + "\n" + raw)
-                continue
-            raise HloParseError(f"unexpected line in computation {comp_name}: {stripped[:60]!r}",
-                                source=source, line=lineno)
-        stripped = raw.strip()
-        if not stripped:
-            in_info = False
-            continue
-        if stripped in _INFO_SECTIONS:
-            in_info = True
-            continue
-        if in_info and stripped[0].isdigit():
-            continue
-        if stripped.endswith("{"):
-            m = _COMPUTATION_HEADER.match(stripped)
-            if m:
-                comp_name, comp_is_entry = m.group(2), m.group(1) is not None
-                comp_header, comp_start = stripped, lineno
-                instructions, root, pending = [], None, None
-                continue
-        raise HloParseError(f"unexpected line outside any computation: {stripped[:60]!r}",
-                            source=source, line=lineno)
-
-    if comp_name is not None:
-        raise HloParseError(f"file ends inside computation {comp_name} (opened at line "
-                            f"{comp_start}): truncated?", source=source, line=n)
+            computations[comp.name] = comp
+            if comp.is_entry:
+                entry = comp
+    if header is None:
+        raise HloParseError("empty file, expected 'HloModule <name>'", source=source, line=1)
     if entry is None:
         raise HloParseError("no ENTRY computation" + (" (truncated?)" if computations else ""),
-                            source=source, line=n)
+                            source=source, line=next_line - 2)
     for comp in computations.values():
-        for inst in comp.instructions:
-            for callee in inst.called:
-                if callee not in computations:
-                    raise HloParseError(
-                        f"instruction {inst.name} calls unknown computation {callee}",
-                        source=source, line=None)
+        for callee in comp.callees:
+            if callee not in computations:
+                caller = next(i.name for i in comp.instructions if callee in i.called)
+                raise HloParseError(f"instruction {caller} calls unknown computation {callee}",
+                                    source=source, line=None)
     return HloModule(module_name, header, computations, entry, source)
 
 
+def _instruction_from_line(raw: str, line: int, source) -> Instruction:
+    inst = _LINE_CACHE.get(raw)
+    if inst is None:
+        m = _INSTRUCTION_START.match(raw)
+        if not m:
+            raise HloParseError(f"expected an instruction, found {raw.strip()[:60]!r}",
+                                source=source, line=line)
+        try:
+            inst = _parse_instruction(raw, raw[m.end():], m.group(1) is not None, m.group(2))
+        except ValueError as e:
+            raise HloParseError(str(e), source=source, line=line) from None
+        _LINE_CACHE[raw] = inst
+    return inst
+
+
+def _parse_block(body: str, start: int, source, is_last: bool) -> list:
+    """Parse the computations in a block of text (normally exactly one)."""
+    lines = body.split("\n")
+    cache = _LINE_CACHE
+    out = []
+    i, n = 0, len(lines)
+    while i < n:
+        stripped = lines[i].strip()
+        if not stripped:
+            i += 1
+            continue
+        m = _COMPUTATION_HEADER.match(stripped) if stripped.endswith("{") else None
+        if not m:
+            raise HloParseError(f"unexpected line outside any computation: {stripped[:60]!r}",
+                                source=source, line=start + i)
+        name, is_entry, opened = m.group(2), m.group(1) is not None, start + i
+        i += 1
+        instructions: list[Instruction] = []
+        pending = None  # (line number, text) of an instruction that may continue below
+        closed = False
+        while i < n:
+            raw = lines[i]
+            if raw == "}" or raw.strip() == "}":
+                closed = True
+                i += 1
+                break
+            inst = cache.get(raw)
+            if inst is not None:
+                if pending is not None:
+                    instructions.append(_instruction_from_line(pending[1], pending[0], source))
+                    pending = None
+                instructions.append(inst)
+            elif pending is not None and not _INSTRUCTION_START.match(raw):
+                pending = (pending[0], pending[1] + "\n" + raw)  # a multi-line literal
+            else:
+                if pending is not None:
+                    instructions.append(_instruction_from_line(pending[1], pending[0], source))
+                pending = (start + i, raw)
+            i += 1
+        if pending is not None:
+            instructions.append(_instruction_from_line(pending[1], pending[0], source))
+        if not closed:
+            what = "file ends" if is_last else "blank line"
+            raise HloParseError(f"{what} inside computation {name} (opened at line {opened})"
+                                + (": truncated?" if is_last else ""),
+                                source=source, line=start + n - 1)
+        if not instructions:
+            raise HloParseError(f"computation {name} has no instructions", source=source,
+                                line=opened)
+        roots = [x for x in instructions if x.is_root]
+        if len(roots) > 1:
+            raise HloParseError(f"more than one ROOT in computation {name}", source=source,
+                                line=opened)
+        # XLA's convention: without a ROOT line the last instruction is the root
+        root = roots[0] if roots else instructions[-1]
+        comp = HloComputation(name, instructions, root, is_entry, stripped)
+        _check_operands(comp, source, opened)
+        out.append(comp)
+    return out
+
+
 def _check_operands(comp: HloComputation, source, start_line) -> None:
-    names = {i.name for i in comp.instructions}
-    if len(names) != len(comp.instructions):
+    by_name = {i.name: i for i in comp.instructions}
+    if len(by_name) != len(comp.instructions):
         raise HloParseError(f"duplicate instruction name in computation {comp.name}",
                             source=source, line=start_line)
     for inst in comp.instructions:
         for op in inst.operands:
-            if op not in names:
+            if op not in by_name:
                 raise HloParseError(
                     f"instruction {inst.name} in computation {comp.name} uses undefined "
                     f"operand {op}", source=source, line=start_line)
-    comp._by_name = {i.name: i for i in comp.instructions}
+    comp._by_name = by_name

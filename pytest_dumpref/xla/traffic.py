@@ -184,7 +184,7 @@ def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
 
 def _xla_size(shape: Shape) -> int:
     # HloCostAnalysis sizes a tuple by its index table, an array by its data.
-    return shape.xla_byte_size(POINTER_SIZE)
+    return shape.xla_byte_size(POINTER_SIZE)  # POINTER_SIZE is 8: the remembered fast path
 
 
 class _Rules:
@@ -196,13 +196,14 @@ class _Rules:
         self._cache: dict[tuple, float] = {}
 
     def users(self, comp: HloComputation) -> dict:
-        users = self._users.get(comp.name)
+        # derived from the computation's text alone: kept with the (shared) computation
+        users = comp.memo.get("users")
         if users is None:
             users = {i.name: [] for i in comp.instructions}
             for inst in comp.instructions:
                 for op in dict.fromkeys(inst.operands):  # a user counts once per operand
                     users[op].append(inst)
-            self._users[comp.name] = users
+            comp.memo["users"] = users
         return users
 
     def computation(self, name: str) -> float:
@@ -253,6 +254,17 @@ class _Rules:
     def fusion(self, inst: Instruction):
         """(bytes, details): XLA's count for a fusion and what it read/wrote per operand."""
         fused = self.module.computations[inst.called[0]]
+        # The count depends on the fusion's shape and the fused computation only (unless that
+        # calls further computations), so it is kept with the shared fused computation.
+        key = ("xla-fusion", inst)
+        if key in fused.memo:
+            return fused.memo[key]
+        result = self._fusion(inst, fused)
+        if not fused.callees:
+            fused.memo[key] = result
+        return result
+
+    def _fusion(self, inst: Instruction, fused: HloComputation):
         root = fused.root
         details = {"output": [], "constants": [], "operands": []}
         total = 0
@@ -515,11 +527,14 @@ class _Builder:
 
     def kernel(self, comp: HloComputation, inst: Instruction, executions: int, prefix: str,
                entry_name: str) -> None:
-        shapes = [comp.instruction(o).shape for o in inst.operands]
+        by_name = comp._by_name
+        shapes = [by_name[o].shape for o in inst.operands]
+        read = 0
+        for s in shapes:
+            read += s.byte_size
         self.kernels.append(KernelTraffic(
-            inst.name, inst.opcode, inst.fusion_kind,
-            sum(_leaf_bytes(s) for s in shapes), _leaf_bytes(inst.shape), shapes, inst.shape,
-            executions, prefix + inst.name, entry_name))
+            inst.name, inst.opcode, inst.fusion_kind, read, inst.shape.byte_size, shapes,
+            inst.shape, executions, prefix + inst.name, entry_name))
 
     def computation(self, comp: HloComputation, executions: int, prefix: str,
                     entry_name: str | None) -> None:
@@ -528,7 +543,7 @@ class _Builder:
 
     def instruction(self, comp, inst, executions, prefix, entry_name) -> None:
         op = inst.opcode
-        if op in FREE_OPCODES or is_bitcast_transpose(comp, inst):
+        if op in FREE_OPCODES or (op == "transpose" and is_bitcast_transpose(comp, inst)):
             return
         if op == "while":
             n = trip_count(inst)

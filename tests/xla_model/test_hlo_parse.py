@@ -129,7 +129,7 @@ def test_older_operand_format_with_shapes():
 @pytest.mark.parametrize("text, line, words", [
     ("hello world\n", 1, "not HLO"),
     ("", 1, "empty"),
-    (MINIMAL[:MINIMAL.index("ROOT %o")], 14, "truncated"),
+    (MINIMAL[:MINIMAL.index("ROOT %o")], 13, "truncated"),
     (MINIMAL.replace("reduce(%p, %c)", "reduce(%p, %nope)"), 9, "undefined operand nope"),
     (MINIMAL.replace("%c = f32[] constant(0)", "%c = f32[ constant(0)"), 11, "shape"),
     (MINIMAL.replace("to_apply=%add", "to_apply=%missing"), None, "unknown computation missing"),
