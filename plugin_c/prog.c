@@ -1,0 +1,94 @@
+/* prog.c -- the programs family's public face (prog.h): parse, signature queries, free.
+ * Parsing is bytecode (prog_bytecode.c) then lowering (prog_vhlo.c), both throwing into the
+ * one setjmp here; running is prog_interp.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "prog_internal.h"
+
+/* FNV-1a: a stable 64-bit identity of the artifact for PJRT_Executable_Fingerprint. */
+static uint64_t fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+prog_program* prog_parse(const void* bytes, size_t size, prog_status* status) {
+  prog_status ignored;
+  if (status == NULL) status = &ignored;
+  status->code = PROG_OK;
+  status->message[0] = 0;
+  if (bytes == NULL && size > 0) {
+    status->code = PROG_INVALID_ARGUMENT;
+    strcpy(status->message, "no program bytes");
+    return NULL;
+  }
+  prog_ctx ctx = {.status = status};
+  /* volatile: read after longjmp */
+  prog_program* volatile program = NULL;
+  if (setjmp(ctx.on_error) != 0) {
+    prog_arena_free(ctx.chunks);
+    return NULL;
+  }
+  program = prog_alloc(&ctx, 1, sizeof(prog_program));
+  bc_module* m = bc_read(&ctx, bytes, size);
+  vh_lower(&ctx, m, program);
+  program->fingerprint = fnv1a(bytes, size);
+  program->arena = ctx.chunks;
+  return program;
+}
+
+void prog_free(prog_program* program) {
+  if (program != NULL) prog_arena_free(program->arena);
+}
+
+static const prog_func* entry(const prog_program* p) { return &p->funcs[p->main]; }
+
+int prog_num_inputs(const prog_program* p) { return entry(p)->num_args; }
+int prog_num_outputs(const prog_program* p) { return entry(p)->num_results; }
+
+const prog_shape* prog_input(const prog_program* p, int i) {
+  if (i < 0 || i >= entry(p)->num_args) return NULL;
+  return &entry(p)->values[i];
+}
+
+const prog_shape* prog_output(const prog_program* p, int i) {
+  if (i < 0 || i >= entry(p)->num_results) return NULL;
+  return &entry(p)->values[entry(p)->results[i]];
+}
+
+const char* prog_name(const prog_program* p) { return p->name; }
+uint64_t prog_fingerprint(const prog_program* p) { return p->fingerprint; }
+
+size_t prog_dtype_size(prog_dtype t) {
+  switch (t) {
+    case PROG_PRED: case PROG_S8: case PROG_U8: return 1;
+    case PROG_BF16: case PROG_F16: return 2;
+    case PROG_S32: case PROG_U32: case PROG_F32: return 4;
+    case PROG_S64: case PROG_U64: case PROG_F64: return 8;
+  }
+  return 0;
+}
+
+const char* prog_dtype_name(prog_dtype t) {
+  switch (t) {
+    case PROG_PRED: return "pred";
+    case PROG_S8: return "s8";
+    case PROG_U8: return "u8";
+    case PROG_BF16: return "bf16";
+    case PROG_F16: return "f16";
+    case PROG_S32: return "s32";
+    case PROG_U32: return "u32";
+    case PROG_F32: return "f32";
+    case PROG_S64: return "s64";
+    case PROG_U64: return "u64";
+    case PROG_F64: return "f64";
+  }
+  return "?";
+}
+
+int64_t prog_shape_elements(const prog_shape* s) {
+  int64_t n = 1;
+  for (int d = 0; d < s->rank; d++) n *= s->dims[d];
+  return n;
+}

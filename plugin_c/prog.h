@@ -1,0 +1,83 @@
+/* prog.h -- programs: StableHLO portable artifacts read and run in plain C.
+ *
+ * JAX hands PJRT_Client_Compile a StableHLO portable artifact: MLIR bytecode in the `vhlo`
+ * dialect (plus `sdy` sharding annotations and source locations).  This family reads it in three
+ * steps, one file each:
+ *   prog_bytecode.c  the MLIR bytecode container: sections, strings, dialects, op names, the
+ *                    attribute/type table, and the IR as a generic tree of operations;
+ *   prog_vhlo.c      the VHLO meaning of that tree: types, attributes, and the supported ops,
+ *                    lowered to a flat instruction list per function (checked up front: anything
+ *                    outside the supported set is refused with UNIMPLEMENTED naming it);
+ *   prog_interp.c    an interpreter of those instructions on host arrays.
+ *
+ * This header is independent of PJRT (no pjrt_c_api.h), so tests can drive it through cffi.
+ * Status codes use PJRT_Error_Code's numbers so the PJRT layer can pass them through unchanged.
+ */
+#ifndef PROG_H
+#define PROG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The VHLO version the reader knows and the plugin reports as `stablehlo_current_version`.
+ * 1.0.0 is the oldest version jax honours: every op the interpreter needs is in its first
+ * (_v1) form there, with the fewest attributes, and the target does not move when jaxlib does. */
+#define PROG_STABLEHLO_MAJOR 1
+#define PROG_STABLEHLO_MINOR 0
+#define PROG_STABLEHLO_PATCH 0
+
+enum {
+  PROG_OK = 0,
+  PROG_INVALID_ARGUMENT = 3,  /* malformed or truncated bytes, wrong inputs */
+  PROG_RESOURCE_EXHAUSTED = 8,
+  PROG_UNIMPLEMENTED = 12,    /* a well-formed program outside the supported set */
+  PROG_INTERNAL = 13,
+};
+
+/* Element types the interpreter holds.  Values are private to this family; the PJRT layer maps
+ * them to PJRT_Buffer_Type. */
+typedef enum {
+  PROG_PRED = 1, PROG_S32, PROG_S64, PROG_F32, PROG_F64, PROG_BF16,
+  PROG_S8, PROG_U8, PROG_U32, PROG_U64, PROG_F16,  /* readable; only shape ops and convert */
+} prog_dtype;
+
+#define PROG_MAX_RANK 8
+
+typedef struct {
+  int code;            /* PROG_OK or an error code above */
+  char message[512];
+} prog_status;
+
+typedef struct {
+  prog_dtype dtype;
+  int rank;
+  int64_t dims[PROG_MAX_RANK];
+} prog_shape;
+
+typedef struct prog_program prog_program;
+
+/* Reads an artifact.  Returns the program, or NULL with `status` saying why. */
+prog_program* prog_parse(const void* bytes, size_t size, prog_status* status);
+void prog_free(prog_program* program);
+
+/* The signature of the entry function (`main`). */
+int prog_num_inputs(const prog_program* program);
+int prog_num_outputs(const prog_program* program);
+const prog_shape* prog_input(const prog_program* program, int i);
+const prog_shape* prog_output(const prog_program* program, int i);
+/* The module's name (`jit_f`), for PJRT_Executable_Name. */
+const char* prog_name(const prog_program* program);
+/* A 64-bit hash (FNV-1a) of the artifact bytes, for PJRT_Executable_Fingerprint. */
+uint64_t prog_fingerprint(const prog_program* program);
+
+size_t prog_dtype_size(prog_dtype dtype);
+const char* prog_dtype_name(prog_dtype dtype);
+/* Number of elements of a shape (1 for 0-d). */
+int64_t prog_shape_elements(const prog_shape* shape);
+
+/* Runs the entry function: inputs[i] holds prog_input(i) in row-major order, outputs[i] must
+ * have room for prog_output(i).  Returns PROG_OK or an error code (and fills `status`). */
+int prog_run(const prog_program* program, const void* const* inputs, void* const* outputs,
+             prog_status* status);
+
+#endif /* PROG_H */

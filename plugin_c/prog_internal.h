@@ -1,0 +1,179 @@
+/* prog_internal.h -- what the three program files share (see prog.h for the family's shape).
+ *
+ * Errors: reading untrusted bytes has a failure point on nearly every line, so the reader
+ * throws like Lua does: prog_fail() records the status and longjmps back to prog_parse().
+ * Everything a parse allocates comes from one arena, freed in one go, so a throw leaks nothing.
+ */
+#ifndef PROG_INTERNAL_H
+#define PROG_INTERNAL_H
+
+#include <setjmp.h>
+#include <stdbool.h>
+
+#include "prog.h"
+
+/* ---- arena and throwing context (prog_bytecode.c) ---------------------------------------- */
+
+typedef struct prog_chunk prog_chunk;
+
+typedef struct {
+  jmp_buf on_error;
+  prog_status* status;
+  prog_chunk* chunks;   /* the arena: every allocation of one parse */
+  size_t allocated;     /* bytes, bounded so a hostile count cannot exhaust memory */
+} prog_ctx;
+
+_Noreturn void prog_fail(prog_ctx* ctx, int code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Zeroed memory from the arena (n * size bytes, overflow-checked); throws when exhausted. */
+void* prog_alloc(prog_ctx* ctx, size_t n, size_t size);
+void prog_arena_free(prog_chunk* chunks);
+
+/* ---- the bytecode container (prog_bytecode.c) -------------------------------------------- */
+
+typedef struct {
+  const uint8_t* p;
+  const uint8_t* end;
+  prog_ctx* ctx;
+  const char* what;  /* what is being read, for error messages */
+} bc_cursor;
+
+uint64_t bc_varint(bc_cursor* c);
+int64_t bc_svarint(bc_cursor* c);
+uint8_t bc_byte(bc_cursor* c);
+const uint8_t* bc_bytes(bc_cursor* c, size_t n);
+/* A count of items that each take at least `min_item_bytes`: bounded by what is left. */
+uint64_t bc_count(bc_cursor* c, size_t min_item_bytes);
+
+/* One attribute or type of the attribute/type table, still encoded. */
+typedef struct {
+  const uint8_t* data;
+  size_t size;
+  int dialect;      /* index into bc_module.dialects */
+  bool custom;      /* dialect encoding (else: the textual assembly form, NUL-terminated) */
+} bc_entry;
+
+typedef struct bc_op bc_op;
+
+typedef struct {
+  int num_args;
+  int* arg_types;   /* type table indices */
+  int* arg_values;  /* value ids (in the enclosing isolated scope) */
+  int num_ops;
+  bc_op* ops;
+} bc_block;
+
+typedef struct {
+  int num_blocks;
+  bc_block* blocks;
+  int num_values;   /* values defined directly in this region */
+} bc_region;
+
+struct bc_op {
+  int name;           /* index into bc_module.op_names */
+  int attrs;          /* attribute index of the attribute dictionary, -1 when none */
+  int props;          /* index into the properties section, -1 when none */
+  int num_results;
+  int* result_types;
+  int first_result;   /* value id of result 0; results are consecutive */
+  int num_operands;
+  int* operands;      /* value ids */
+  bool isolated;      /* regions start a fresh value scope */
+  int num_regions;
+  bc_region* regions;
+};
+
+typedef struct {
+  int dialect;
+  const char* name;   /* without the dialect prefix: "add_v1" */
+} bc_op_name;
+
+typedef struct {
+  int version;
+  const char* producer;
+  int num_strings;
+  const char** strings;
+  int num_dialects;
+  const char** dialects;
+  int num_op_names;
+  bc_op_name* op_names;
+  int num_attrs, num_types;
+  bc_entry* attrs;
+  bc_entry* types;
+  int num_props;
+  const uint8_t** props;      /* start of each properties record (size varint, then data) */
+  const uint8_t* props_end;
+  bc_op top;          /* a synthetic op whose single region holds the top-level op (module) */
+  prog_ctx* ctx;
+} bc_module;
+
+/* Reads the container; throws on malformed bytes. */
+bc_module* bc_read(prog_ctx* ctx, const uint8_t* bytes, size_t size);
+/* A cursor over an op's properties record: the inherent attributes of registered ops (for
+ * VHLO ops, one attribute index per attribute, in declaration order). */
+bc_cursor bc_props(const bc_module* m, int props);
+/* Index of a dialect by name, or -1. */
+int bc_dialect(const bc_module* m, const char* name);
+
+/* ---- programs: lowered instructions (built by prog_vhlo.c, run by prog_interp.c) ---------- */
+
+typedef enum {
+  OP_CONSTANT, OP_IOTA,
+  /* elementwise, one operand */
+  OP_NEGATE, OP_ABS, OP_EXP, OP_LOG, OP_TANH, OP_LOGISTIC, OP_SQRT, OP_RSQRT, OP_NOT,
+  OP_SIGN, OP_FLOOR, OP_CEIL, OP_LOG1P, OP_EXPM1, OP_SIN, OP_COS, OP_CONVERT,
+  /* elementwise, two operands */
+  OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_REM, OP_POW, OP_MAX, OP_MIN, OP_AND, OP_OR, OP_XOR,
+  OP_ATAN2, OP_COMPARE,
+  OP_SELECT, OP_CLAMP,
+  /* shape */
+  OP_BROADCAST, OP_RESHAPE, OP_TRANSPOSE, OP_SLICE, OP_CONCAT, OP_REVERSE, OP_PAD,
+  /* others */
+  OP_DOT, OP_REDUCE, OP_CALL,
+} prog_opcode;
+
+enum { CMP_EQ, CMP_NE, CMP_GE, CMP_GT, CMP_LE, CMP_LT };
+enum { RED_ADD, RED_MUL, RED_MAX, RED_MIN, RED_AND, RED_OR };
+
+typedef struct {
+  prog_opcode op;
+  const char* vhlo_name;     /* for messages */
+  int num_in;
+  int* in;                   /* value ids */
+  int num_out;
+  int out;                   /* value id of result 0 (results are consecutive) */
+  prog_shape shape;          /* shape of result 0 */
+  /* parameters, by op: dims (broadcast, reduce, reverse, concat [0]), permutation,
+   * slice start/limit/stride, dot lhs_batch/rhs_batch/lhs_contract/rhs_contract,
+   * pad low/high/interior */
+  int64_t p[4][PROG_MAX_RANK];
+  int np[4];
+  int iarg;                  /* comparison direction, reduction kind, iota dim, callee index */
+  const void* data;          /* constant: row-major elements of `shape` */
+} prog_insn;
+
+typedef struct {
+  const char* name;
+  int num_args;              /* args are values 0 .. num_args-1 */
+  int num_values;
+  prog_shape* values;        /* shape of every value */
+  int num_insns;
+  prog_insn* insns;
+  int num_results;
+  int* results;              /* value ids returned */
+  int* last_use;             /* per value: last instruction reading it (num_insns: returned) */
+} prog_func;
+
+struct prog_program {
+  prog_chunk* arena;
+  const char* name;
+  uint64_t fingerprint;
+  int num_funcs;
+  prog_func* funcs;
+  int main;
+};
+
+/* Lowers the container's module to functions; throws UNIMPLEMENTED for what it cannot run. */
+void vh_lower(prog_ctx* ctx, const bc_module* m, prog_program* program);
+
+#endif /* PROG_INTERNAL_H */

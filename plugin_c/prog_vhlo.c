@@ -1,0 +1,783 @@
+/* prog_vhlo.c -- what the bytecode means: VHLO types, attributes and ops, lowered to the
+ * interpreter's instruction lists.
+ *
+ * Encodings follow the VHLO dialect's bytecode interface (type and attribute codes are stable
+ * by design: StableHLO promises compatibility) and the builtin dialect's (dictionaries and
+ * strings of op attributes, locations).  Everything is checked here, up front: an op, type or
+ * attribute outside the supported set is refused with UNIMPLEMENTED naming it, and every shape
+ * relation the interpreter relies on is verified, so prog_interp.c can index without checks.
+ *
+ * `sdy` (Shardy) ops and attributes carry sharding for many devices; on one device they mean
+ * nothing, so module-level sdy ops (sdy.mesh) and sdy attributes on arguments are skipped.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prog_internal.h"
+
+typedef struct {
+  prog_ctx* ctx;
+  const bc_module* m;
+  int builtin, vhlo;
+  prog_program* program;
+  const char* op;   /* the op being lowered, for messages */
+} vh;
+
+#define FAIL(V, code, ...) prog_fail((V)->ctx, code, __VA_ARGS__)
+#define UNSUPPORTED(V, ...) prog_fail((V)->ctx, PROG_UNIMPLEMENTED, __VA_ARGS__)
+#define MALFORMED(V, ...) prog_fail((V)->ctx, PROG_INVALID_ARGUMENT, __VA_ARGS__)
+
+/* ---- entries ---------------------------------------------------------------------------- */
+
+static bc_cursor entry_cursor(vh* v, const bc_entry* e, const char* what) {
+  return (bc_cursor){e->data, e->data + e->size, v->ctx, what};
+}
+
+static const bc_entry* attr_entry(vh* v, int i) {
+  if (i < 0 || i >= v->m->num_attrs) MALFORMED(v, "malformed bytecode: attribute index %d", i);
+  return &v->m->attrs[i];
+}
+
+/* The dialect code of an attribute (first varint of a custom encoding), and a cursor after it.
+ * Textual (non-custom) entries are refused: the reader understands no assembly syntax. */
+static uint64_t attr_code(vh* v, int i, int dialect, bc_cursor* c) {
+  const bc_entry* e = attr_entry(v, i);
+  if (e->dialect != dialect || !e->custom) {
+    const char* d = v->m->dialects[e->dialect];
+    if (!e->custom)
+      UNSUPPORTED(v, "unsupported attribute in %s: %.80s", v->op,
+                  memchr(e->data, 0, e->size) ? (const char*)e->data : "(textual)");
+    UNSUPPORTED(v, "unsupported attribute of dialect '%s' in %s", d, v->op);
+  }
+  *c = entry_cursor(v, e, "attribute");
+  return bc_varint(c);
+}
+
+enum { BUILTIN_DICT = 1, BUILTIN_STRING = 2, BUILTIN_FLAT_SYMBOL = 4 };
+enum { VH_ARRAY = 1, VH_BOOL = 2, VH_CMP_DIR = 3, VH_CMP_TYPE = 4, VH_DICT = 6, VH_FLOAT = 8,
+       VH_INTEGER = 9, VH_PRECISION = 11, VH_STRING = 14, VH_TENSOR = 15, VH_TYPE = 17 };
+
+static const char* string_at(vh* v, bc_cursor* c) {
+  uint64_t i = bc_varint(c);
+  if (i >= (uint64_t)v->m->num_strings) MALFORMED(v, "malformed bytecode: string index");
+  return v->m->strings[i];
+}
+
+/* A string-valued attribute: vhlo string, builtin string, or a flat symbol reference. */
+static const char* attr_string(vh* v, int i) {
+  const bc_entry* e = attr_entry(v, i);
+  bc_cursor c;
+  if (e->dialect == v->builtin) {
+    uint64_t code = attr_code(v, i, v->builtin, &c);
+    if (code == BUILTIN_STRING) return string_at(v, &c);
+    if (code == BUILTIN_FLAT_SYMBOL) return attr_string(v, (int)bc_varint(&c));
+    UNSUPPORTED(v, "expected a string attribute in %s (builtin code %llu)", v->op,
+                (unsigned long long)code);
+  }
+  uint64_t code = attr_code(v, i, v->vhlo, &c);
+  if (code != VH_STRING) UNSUPPORTED(v, "expected a string attribute in %s", v->op);
+  return string_at(v, &c);
+}
+
+/* Inherent attributes of the VHLO ops read here (as declared in VhloOps.td).  Registered ops
+ * store them as properties: one attribute index each, ordered by attribute NAME (observed on
+ * jax's artifacts: func_v1 stores arg_attrs, function_type, res_attrs, sym_name,
+ * sym_visibility), so an attribute's slot is the number of names that sort before it. */
+static const struct {
+  const char* op;
+  const char* attrs[12];
+} inherent[] = {
+    {"func_v1", {"sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs"}},
+    {"constant_v1", {"value"}},
+    {"iota_v1", {"iota_dimension"}},
+    {"broadcast_in_dim_v1", {"broadcast_dimensions"}},
+    {"transpose_v1", {"permutation"}},
+    {"slice_v1", {"start_indices", "limit_indices", "strides"}},
+    {"concatenate_v1", {"dimension"}},
+    {"reverse_v1", {"dimensions"}},
+    {"reduce_v1", {"dimensions"}},
+    {"compare_v1", {"comparison_direction", "compare_type"}},
+    {"call_v1", {"callee"}},
+    {"dot_general_v1", {"lhs_batching_dimensions", "rhs_batching_dimensions",
+                        "lhs_contracting_dimensions", "rhs_contracting_dimensions",
+                        "precision_config"}},
+    {"dot_general_v2", {"lhs_batching_dimensions", "rhs_batching_dimensions",
+                        "lhs_contracting_dimensions", "rhs_contracting_dimensions",
+                        "precision_config", "lhs_precision_type", "rhs_precision_type",
+                        "accumulation_type", "lhs_component_count", "rhs_component_count",
+                        "num_primitive_operations", "allow_imprecise_accumulation"}},
+};
+
+/* The attribute `name` of `op`, or -1 when the op has no such attribute. */
+static int op_attr(vh* v, const bc_op* op, const char* name) {
+  const char* opname = v->m->op_names[op->name].name;
+  for (size_t r = 0; r < sizeof inherent / sizeof inherent[0]; r++) {
+    if (strcmp(inherent[r].op, opname) != 0) continue;
+    for (int k = 0; k < 12 && inherent[r].attrs[k] != NULL; k++) {
+      if (strcmp(inherent[r].attrs[k], name) != 0) continue;
+      if (op->props < 0) return -1;
+      int slot = 0;
+      for (int j = 0; j < 12 && inherent[r].attrs[j] != NULL; j++)
+        slot += strcmp(inherent[r].attrs[j], name) < 0;
+      bc_cursor c = bc_props(v->m, op->props);
+      for (int j = 0; j < slot; j++) bc_varint(&c);
+      int a = (int)bc_varint(&c);
+      attr_entry(v, a);
+      return a;
+    }
+  }
+  return -1;
+}
+
+static int need(vh* v, const bc_op* op, const char* name) {
+  int a = op_attr(v, op, name);
+  if (a < 0) MALFORMED(v, "malformed program: %s lacks attribute '%s'", v->op, name);
+  return a;
+}
+
+/* ---- types ------------------------------------------------------------------------------ */
+
+enum { T_BOOL = 0, T_BF16 = 2, T_F16 = 3, T_F32 = 4, T_F64 = 5, T_FUNCTION = 8, T_SI8 = 11,
+       T_SI32 = 13, T_SI64 = 14, T_UI8 = 16, T_UI32 = 18, T_UI64 = 19, T_TENSOR = 20,
+       T_TENSOR_ENCODED = 21 };
+
+static const char* type_code_name(uint64_t code) {
+  static const char* names[] = {
+      "boolean", "complex", "bf16", "f16", "f32", "f64", "f8E4M3FN", "f8E5M2", "function",
+      "index", "si4", "si8", "si16", "si32", "si64", "ui4", "ui8", "ui16", "ui32", "ui64",
+      "ranked tensor", "ranked tensor with encoding", "token", "tuple", "uniform quantized",
+      "unranked tensor", "witness"};
+  return code < sizeof names / sizeof names[0] ? names[code] : "unknown";
+}
+
+static bc_cursor type_cursor(vh* v, int i, uint64_t* code) {
+  if (i < 0 || i >= v->m->num_types) MALFORMED(v, "malformed bytecode: type index %d", i);
+  const bc_entry* e = &v->m->types[i];
+  if (e->dialect != v->vhlo || !e->custom)
+    UNSUPPORTED(v, "unsupported type of dialect '%s' in %s", v->m->dialects[e->dialect], v->op);
+  bc_cursor c = entry_cursor(v, e, "type");
+  *code = bc_varint(&c);
+  return c;
+}
+
+static prog_dtype element_type(vh* v, int i) {
+  uint64_t code;
+  type_cursor(v, i, &code);
+  switch (code) {
+    case T_BOOL: return PROG_PRED;
+    case T_BF16: return PROG_BF16;
+    case T_F16: return PROG_F16;
+    case T_F32: return PROG_F32;
+    case T_F64: return PROG_F64;
+    case T_SI8: return PROG_S8;
+    case T_SI32: return PROG_S32;
+    case T_SI64: return PROG_S64;
+    case T_UI8: return PROG_U8;
+    case T_UI32: return PROG_U32;
+    case T_UI64: return PROG_U64;
+    default:
+      UNSUPPORTED(v, "unsupported element type %s (vhlo type code %llu) in %s",
+                  type_code_name(code), (unsigned long long)code, v->op);
+  }
+}
+
+/* Elements are bounded so that byte sizes never overflow and a hostile shape cannot ask for
+ * more than the interpreter could ever allocate. */
+#define PROG_MAX_ELEMENTS ((int64_t)1 << 34)
+
+static prog_shape tensor_type(vh* v, int i) {
+  uint64_t code;
+  bc_cursor c = type_cursor(v, i, &code);
+  if (code == T_TENSOR_ENCODED) bc_varint(&c);  /* the encoding attribute: bounds; ignored */
+  else if (code != T_TENSOR)
+    UNSUPPORTED(v, "unsupported type %s in %s (only ranked tensors)", type_code_name(code),
+                v->op);
+  prog_shape s = {0};
+  c.what = "tensor shape";
+  uint64_t rank = bc_count(&c, 1);
+  if (rank > PROG_MAX_RANK) UNSUPPORTED(v, "unsupported rank %llu in %s (at most %d)",
+                                        (unsigned long long)rank, v->op, PROG_MAX_RANK);
+  s.rank = (int)rank;
+  int64_t n = 1;
+  for (int d = 0; d < s.rank; d++) {
+    s.dims[d] = bc_svarint(&c);
+    if (s.dims[d] < 0) UNSUPPORTED(v, "unsupported dynamic dimension in %s", v->op);
+    if (s.dims[d] > 0 && n > PROG_MAX_ELEMENTS / s.dims[d])
+      UNSUPPORTED(v, "tensor too large in %s", v->op);
+    n *= s.dims[d] > 0 ? s.dims[d] : 1;
+  }
+  s.dtype = element_type(v, (int)bc_varint(&c));
+  return s;
+}
+
+/* ---- attribute values ------------------------------------------------------------------- */
+
+static int64_t attr_int(vh* v, int i) {
+  bc_cursor c;
+  if (attr_code(v, i, v->vhlo, &c) != VH_INTEGER)
+    UNSUPPORTED(v, "expected an integer attribute in %s", v->op);
+  bc_varint(&c);  /* the integer type; widths <= 64 are stored as a signed varint */
+  return bc_svarint(&c);
+}
+
+static uint64_t attr_enum(vh* v, int i, uint64_t expected_code, const char* what) {
+  bc_cursor c;
+  if (attr_code(v, i, v->vhlo, &c) != expected_code)
+    UNSUPPORTED(v, "expected a %s attribute in %s", what, v->op);
+  return bc_varint(&c);
+}
+
+/* A dense tensor attribute: shape, and its elements expanded from a splat when stored so.
+ * Booleans are stored packed, one bit per element (a splat as a single 0x00/0xFF byte). */
+static const void* attr_tensor(vh* v, int i, prog_shape* shape) {
+  bc_cursor c;
+  if (attr_code(v, i, v->vhlo, &c) != VH_TENSOR)
+    UNSUPPORTED(v, "expected a tensor attribute in %s", v->op);
+  *shape = tensor_type(v, (int)bc_varint(&c));
+  c.what = "tensor data";
+  uint64_t size = bc_varint(&c);
+  const uint8_t* blob = bc_bytes(&c, size);
+  int64_t n = prog_shape_elements(shape);
+  size_t esize = prog_dtype_size(shape->dtype);
+  uint8_t* out = prog_alloc(v->ctx, (size_t)n, esize);
+  if (shape->dtype == PROG_PRED) {
+    if (size == 1 && n > 1) {
+      memset(out, blob[0] ? 1 : 0, (size_t)n);
+    } else if (size == (uint64_t)((n + 7) / 8) && size != (uint64_t)n) {
+      for (int64_t k = 0; k < n; k++) out[k] = (blob[k / 8] >> (k % 8)) & 1;
+    } else if (size == (uint64_t)n) {
+      for (int64_t k = 0; k < n; k++) out[k] = blob[k] != 0;
+    } else {
+      MALFORMED(v, "malformed program: boolean tensor data of %llu bytes for %lld elements",
+                (unsigned long long)size, (long long)n);
+    }
+    return out;
+  }
+  if (size == esize && n > 1) {
+    for (int64_t k = 0; k < n; k++) memcpy(out + (size_t)k * esize, blob, esize);
+  } else if (size != (uint64_t)n * esize) {
+    MALFORMED(v, "malformed program: tensor data of %llu bytes for %lld elements of %s",
+              (unsigned long long)size, (long long)n, prog_dtype_name(shape->dtype));
+  } else if (n > 0) {
+    memcpy(out, blob, size);
+  }
+  return out;
+}
+
+/* A list of dimension numbers: a 1-d i64 tensor (VHLO 1.0's encoding of dense arrays) or an
+ * array of integers.  Returns the count. */
+static int attr_dims(vh* v, int i, int64_t* out, int max) {
+  bc_cursor c;
+  uint64_t code = attr_code(v, i, v->vhlo, &c);
+  if (code == VH_TENSOR) {
+    prog_shape s;
+    const int64_t* data = attr_tensor(v, i, &s);
+    int64_t n = prog_shape_elements(&s);
+    if (s.rank != 1 || (s.dtype != PROG_S64 && s.dtype != PROG_S32))
+      UNSUPPORTED(v, "unsupported dimension list in %s", v->op);
+    if (n > max) MALFORMED(v, "malformed program: too many dimensions in %s", v->op);
+    for (int64_t k = 0; k < n; k++)
+      out[k] = s.dtype == PROG_S64 ? data[k] : ((const int32_t*)(const void*)data)[k];
+    return (int)n;
+  }
+  if (code == VH_ARRAY) {
+    c.what = "array attribute";
+    uint64_t n = bc_count(&c, 1);
+    if (n > (uint64_t)max) MALFORMED(v, "malformed program: too many dimensions in %s", v->op);
+    for (uint64_t k = 0; k < n; k++) out[k] = attr_int(v, (int)bc_varint(&c));
+    return (int)n;
+  }
+  UNSUPPORTED(v, "unsupported dimension list (vhlo attribute code %llu) in %s",
+              (unsigned long long)code, v->op);
+}
+
+/* ---- shape checks ----------------------------------------------------------------------- */
+
+static bool same_dims(const prog_shape* a, const prog_shape* b) {
+  if (a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
+static void check(vh* v, bool ok, const char* what) {
+  if (!ok) MALFORMED(v, "malformed program: %s: %s", v->op, what);
+}
+
+static bool is_float(prog_dtype t) {
+  return t == PROG_F32 || t == PROG_F64 || t == PROG_BF16 || t == PROG_F16;
+}
+
+/* Arithmetic runs in f32, f64, s32, s64 and pred (bf16 through f32).  Other element types
+ * are only moved around (shape ops, select, constants) and converted. */
+static bool is_arithmetic(prog_dtype t) {
+  return t == PROG_F32 || t == PROG_F64 || t == PROG_BF16 || t == PROG_S32 || t == PROG_S64 ||
+         t == PROG_PRED;
+}
+
+static void check_dims_list(vh* v, const int64_t* d, int n, int rank, bool distinct) {
+  for (int k = 0; k < n; k++) {
+    check(v, d[k] >= 0 && d[k] < rank, "dimension number out of range");
+    if (distinct)
+      for (int j = 0; j < k; j++) check(v, d[j] != d[k], "repeated dimension number");
+  }
+}
+
+/* ---- ops -------------------------------------------------------------------------------- */
+
+typedef struct {
+  const char* name;
+  prog_opcode op;
+} op_row;
+
+/* The supported set.  Transcendental ops gained a result_accuracy attribute in their _v2 form
+ * (StableHLO 1.9); at the default accuracy it changes nothing, so both forms are read. */
+static const op_row unary_ops[] = {
+    {"negate_v1", OP_NEGATE}, {"abs_v1", OP_ABS}, {"exponential_v1", OP_EXP},
+    {"exponential_v2", OP_EXP}, {"log_v1", OP_LOG}, {"log_v2", OP_LOG}, {"tanh_v1", OP_TANH},
+    {"tanh_v2", OP_TANH}, {"logistic_v1", OP_LOGISTIC}, {"logistic_v2", OP_LOGISTIC},
+    {"sqrt_v1", OP_SQRT}, {"sqrt_v2", OP_SQRT}, {"rsqrt_v1", OP_RSQRT}, {"rsqrt_v2", OP_RSQRT},
+    {"not_v1", OP_NOT}, {"sign_v1", OP_SIGN}, {"floor_v1", OP_FLOOR}, {"ceil_v1", OP_CEIL},
+    {"log_plus_one_v1", OP_LOG1P}, {"log_plus_one_v2", OP_LOG1P},
+    {"exponential_minus_one_v1", OP_EXPM1}, {"exponential_minus_one_v2", OP_EXPM1},
+    {"sine_v1", OP_SIN}, {"sine_v2", OP_SIN}, {"cosine_v1", OP_COS}, {"cosine_v2", OP_COS},
+    {NULL, 0}};
+static const op_row binary_ops[] = {
+    {"add_v1", OP_ADD}, {"subtract_v1", OP_SUB}, {"multiply_v1", OP_MUL},
+    {"divide_v1", OP_DIV}, {"remainder_v1", OP_REM}, {"power_v1", OP_POW},
+    {"maximum_v1", OP_MAX}, {"minimum_v1", OP_MIN}, {"and_v1", OP_AND}, {"or_v1", OP_OR},
+    {"xor_v1", OP_XOR}, {"atan2_v1", OP_ATAN2}, {NULL, 0}};
+
+static int lookup(const op_row* rows, const char* name) {
+  for (int k = 0; rows[k].name != NULL; k++)
+    if (strcmp(rows[k].name, name) == 0) return (int)rows[k].op;
+  return -1;
+}
+
+typedef struct {
+  vh* v;
+  prog_func* f;
+  const bc_op* op;
+  bool* defined;
+} lowering;
+
+static const prog_shape* operand(lowering* L, int k) {
+  int id = L->op->operands[k];
+  if (id < 0 || id >= L->f->num_values || !L->defined[id])
+    MALFORMED(L->v, "malformed program: %s uses a value before it is defined", L->v->op);
+  return &L->f->values[id];
+}
+
+static void expect_operands(lowering* L, int n) {
+  if (L->op->num_operands != n)
+    MALFORMED(L->v, "malformed program: %s has %d operands, expected %d", L->v->op,
+              L->op->num_operands, n);
+}
+
+static void elementwise_checks(lowering* L, prog_insn* in, bool arithmetic) {
+  for (int k = 0; k < in->num_in; k++) {
+    check(L->v, same_dims(operand(L, k), &in->shape), "operand and result shapes differ");
+    if (arithmetic && !is_arithmetic(operand(L, k)->dtype))
+      UNSUPPORTED(L->v, "unsupported element type %s for %s",
+                  prog_dtype_name(operand(L, k)->dtype), L->v->op);
+  }
+}
+
+/* The body of a reduce must be one binary op of its two scalar arguments, then return. */
+static int reduce_kind(lowering* L, const bc_op* op) {
+  vh* v = L->v;
+  const bc_module* m = v->m;
+  check(v, op->num_regions == 1 && op->regions[0].num_blocks == 1, "reduce needs one body");
+  const bc_block* b = &op->regions[0].blocks[0];
+  if (b->num_args != 2 || b->num_ops != 2)
+    UNSUPPORTED(v, "unsupported reduce body (only a single binary op over one operand)");
+  const bc_op* body = &b->ops[0];
+  const bc_op* ret = &b->ops[1];
+  const char* name = m->op_names[body->name].name;
+  const char* rname = m->op_names[ret->name].name;
+  check(v, strcmp(rname, "return_v1") == 0 && ret->num_operands == 1 &&
+               body->num_results == 1 && ret->operands[0] == body->first_result &&
+               body->num_operands == 2,
+        "reduce body must return its single op's result");
+  bool args_ok = (body->operands[0] == b->arg_values[0] && body->operands[1] == b->arg_values[1]) ||
+                 (body->operands[0] == b->arg_values[1] && body->operands[1] == b->arg_values[0]);
+  if (!args_ok) UNSUPPORTED(v, "unsupported reduce body (op not applied to its arguments)");
+  static const struct { const char* name; int kind; } kinds[] = {
+      {"add_v1", RED_ADD}, {"multiply_v1", RED_MUL}, {"maximum_v1", RED_MAX},
+      {"minimum_v1", RED_MIN}, {"and_v1", RED_AND}, {"or_v1", RED_OR}};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+    if (strcmp(kinds[k].name, name) == 0) return kinds[k].kind;
+  UNSUPPORTED(v, "unsupported reduce body op vhlo.%s", name);
+}
+
+static int find_func(prog_program* p, const char* name) {
+  for (int k = 0; k < p->num_funcs; k++)
+    if (strcmp(p->funcs[k].name, name) == 0) return k;
+  return -1;
+}
+
+static void lower_op(lowering* L, prog_insn* in) {
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  const char* name = v->m->op_names[op->name].name;
+  int k;
+  in->vhlo_name = v->op;
+  in->num_in = op->num_operands;
+  in->in = op->operands;
+  in->num_out = op->num_results;
+  in->out = op->first_result;
+  for (int r = 0; r < op->num_results; r++) {
+    prog_shape s = tensor_type(v, op->result_types[r]);
+    if (r == 0) in->shape = s;
+    L->f->values[op->first_result + r] = s;
+  }
+  if (strcmp(name, "call_v1") != 0 && op->num_results != 1)
+    UNSUPPORTED(v, "unsupported: %s with %d results", v->op, op->num_results);
+  for (int r = 0; r < op->num_operands; r++) operand(L, r);
+  if (op->num_regions > 0 && strcmp(name, "reduce_v1") != 0)
+    UNSUPPORTED(v, "unsupported op %s (has regions)", v->op);
+
+  if ((k = lookup(unary_ops, name)) >= 0) {
+    in->op = (prog_opcode)k;
+    expect_operands(L, 1);
+    elementwise_checks(L, in, true);
+    check(v, operand(L, 0)->dtype == in->shape.dtype, "element types differ");
+    bool float_only = in->op != OP_NEGATE && in->op != OP_ABS && in->op != OP_NOT &&
+                      in->op != OP_SIGN;
+    if (float_only && !is_float(in->shape.dtype))
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
+                  v->op);
+  } else if ((k = lookup(binary_ops, name)) >= 0) {
+    in->op = (prog_opcode)k;
+    expect_operands(L, 2);
+    elementwise_checks(L, in, true);
+    check(v, operand(L, 0)->dtype == in->shape.dtype && operand(L, 1)->dtype == in->shape.dtype,
+          "element types differ");
+  } else if (strcmp(name, "compare_v1") == 0) {
+    in->op = OP_COMPARE;
+    expect_operands(L, 2);
+    in->iarg = (int)attr_enum(v, need(v, op, "comparison_direction"), VH_CMP_DIR,
+                              "comparison direction");
+    check(v, in->iarg >= CMP_EQ && in->iarg <= CMP_LT, "unknown comparison direction");
+    check(v, in->shape.dtype == PROG_PRED, "compare must give pred");
+    prog_shape a = *operand(L, 0);
+    check(v, a.dtype == operand(L, 1)->dtype, "element types differ");
+    if (!is_arithmetic(a.dtype))
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a.dtype), v->op);
+    a.dtype = PROG_PRED;
+    check(v, same_dims(&a, &in->shape) && same_dims(operand(L, 1), &in->shape),
+          "operand and result shapes differ");
+  } else if (strcmp(name, "convert_v1") == 0) {
+    in->op = OP_CONVERT;
+    expect_operands(L, 1);
+    check(v, same_dims(operand(L, 0), &in->shape), "operand and result shapes differ");
+  } else if (strcmp(name, "select_v1") == 0) {
+    in->op = OP_SELECT;
+    expect_operands(L, 3);
+    const prog_shape* p = operand(L, 0);
+    check(v, p->dtype == PROG_PRED, "select predicate must be pred");
+    check(v, p->rank == 0 || same_dims(p, &in->shape), "select predicate shape");
+    check(v, same_dims(operand(L, 1), &in->shape) && same_dims(operand(L, 2), &in->shape),
+          "operand and result shapes differ");
+    check(v, operand(L, 1)->dtype == in->shape.dtype && operand(L, 2)->dtype == in->shape.dtype,
+          "element types differ");
+  } else if (strcmp(name, "clamp_v1") == 0) {
+    in->op = OP_CLAMP;
+    expect_operands(L, 3);
+    for (int r = 0; r < 3; r++) {
+      check(v, operand(L, r)->dtype == in->shape.dtype, "element types differ");
+      check(v, r == 1 ? same_dims(operand(L, r), &in->shape)
+                      : operand(L, r)->rank == 0 || same_dims(operand(L, r), &in->shape),
+            "clamp operand shapes");
+    }
+    if (!is_arithmetic(in->shape.dtype))
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
+                  v->op);
+  } else if (strcmp(name, "constant_v1") == 0) {
+    in->op = OP_CONSTANT;
+    expect_operands(L, 0);
+    prog_shape s;
+    in->data = attr_tensor(v, need(v, op, "value"), &s);
+    check(v, same_dims(&s, &in->shape) && s.dtype == in->shape.dtype,
+          "constant value and result types differ");
+  } else if (strcmp(name, "iota_v1") == 0) {
+    in->op = OP_IOTA;
+    expect_operands(L, 0);
+    int64_t d = attr_int(v, need(v, op, "iota_dimension"));
+    check(v, d >= 0 && d < in->shape.rank, "iota dimension out of range");
+    in->iarg = (int)d;
+    if (!is_arithmetic(in->shape.dtype) || in->shape.dtype == PROG_PRED)
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
+                  v->op);
+  } else if (strcmp(name, "broadcast_in_dim_v1") == 0) {
+    in->op = OP_BROADCAST;
+    expect_operands(L, 1);
+    const prog_shape* a = operand(L, 0);
+    in->np[0] = attr_dims(v, need(v, op, "broadcast_dimensions"), in->p[0], PROG_MAX_RANK);
+    check(v, in->np[0] == a->rank && a->dtype == in->shape.dtype, "broadcast operand");
+    check_dims_list(v, in->p[0], in->np[0], in->shape.rank, true);
+    for (int d = 0; d < a->rank; d++)
+      check(v, a->dims[d] == 1 || a->dims[d] == in->shape.dims[in->p[0][d]],
+            "broadcast dimension sizes");
+  } else if (strcmp(name, "reshape_v1") == 0) {
+    in->op = OP_RESHAPE;
+    expect_operands(L, 1);
+    check(v, prog_shape_elements(operand(L, 0)) == prog_shape_elements(&in->shape) &&
+                 operand(L, 0)->dtype == in->shape.dtype,
+          "reshape changes the element count or type");
+  } else if (strcmp(name, "transpose_v1") == 0) {
+    in->op = OP_TRANSPOSE;
+    expect_operands(L, 1);
+    const prog_shape* a = operand(L, 0);
+    in->np[0] = attr_dims(v, need(v, op, "permutation"), in->p[0], PROG_MAX_RANK);
+    check(v, in->np[0] == a->rank && a->rank == in->shape.rank && a->dtype == in->shape.dtype,
+          "transpose permutation");
+    check_dims_list(v, in->p[0], in->np[0], a->rank, true);
+    for (int d = 0; d < a->rank; d++)
+      check(v, in->shape.dims[d] == a->dims[in->p[0][d]], "transpose result shape");
+  } else if (strcmp(name, "slice_v1") == 0) {
+    in->op = OP_SLICE;
+    expect_operands(L, 1);
+    const prog_shape* a = operand(L, 0);
+    in->np[0] = attr_dims(v, need(v, op, "start_indices"), in->p[0], PROG_MAX_RANK);
+    in->np[1] = attr_dims(v, need(v, op, "limit_indices"), in->p[1], PROG_MAX_RANK);
+    in->np[2] = attr_dims(v, need(v, op, "strides"), in->p[2], PROG_MAX_RANK);
+    check(v, in->np[0] == a->rank && in->np[1] == a->rank && in->np[2] == a->rank &&
+                 in->shape.rank == a->rank && a->dtype == in->shape.dtype,
+          "slice ranks");
+    for (int d = 0; d < a->rank; d++) {
+      int64_t lo = in->p[0][d], hi = in->p[1][d], st = in->p[2][d];
+      check(v, lo >= 0 && lo <= hi && hi <= a->dims[d] && st >= 1, "slice bounds");
+      check(v, in->shape.dims[d] == (hi - lo + st - 1) / st, "slice result shape");
+    }
+  } else if (strcmp(name, "concatenate_v1") == 0) {
+    in->op = OP_CONCAT;
+    check(v, op->num_operands >= 1, "concatenate needs operands");
+    int64_t d = attr_int(v, need(v, op, "dimension"));
+    check(v, d >= 0 && d < in->shape.rank, "concatenate dimension");
+    in->iarg = (int)d;
+    int64_t total = 0;
+    for (int r = 0; r < op->num_operands; r++) {
+      const prog_shape* a = operand(L, r);
+      check(v, a->rank == in->shape.rank && a->dtype == in->shape.dtype, "concatenate operands");
+      for (int e = 0; e < a->rank; e++)
+        check(v, e == d || a->dims[e] == in->shape.dims[e], "concatenate operand shapes");
+      total += a->dims[d];
+    }
+    check(v, total == in->shape.dims[d], "concatenate result shape");
+  } else if (strcmp(name, "reverse_v1") == 0) {
+    in->op = OP_REVERSE;
+    expect_operands(L, 1);
+    check(v, same_dims(operand(L, 0), &in->shape) && operand(L, 0)->dtype == in->shape.dtype,
+          "reverse shapes");
+    in->np[0] = attr_dims(v, need(v, op, "dimensions"), in->p[0], PROG_MAX_RANK);
+    check_dims_list(v, in->p[0], in->np[0], in->shape.rank, true);
+  } else if (strcmp(name, "dot_general_v1") == 0 || strcmp(name, "dot_general_v2") == 0) {
+    in->op = OP_DOT;
+    expect_operands(L, 2);
+    const prog_shape *a = operand(L, 0), *b = operand(L, 1);
+    static const char* names[4] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
+                                   "lhs_contracting_dimensions", "rhs_contracting_dimensions"};
+    for (int r = 0; r < 4; r++) {
+      int at = op_attr(v, op, names[r]);
+      in->np[r] = at < 0 ? 0 : attr_dims(v, at, in->p[r], PROG_MAX_RANK);
+      check_dims_list(v, in->p[r], in->np[r], (r % 2 == 0 ? a : b)->rank, true);
+    }
+    check(v, in->np[0] == in->np[1] && in->np[2] == in->np[3], "dot dimension counts");
+    check(v, a->dtype == b->dtype && a->dtype == in->shape.dtype, "dot element types differ");
+    if (!is_arithmetic(a->dtype) || a->dtype == PROG_PRED)
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a->dtype), v->op);
+    for (int r = 0; r < in->np[0]; r++)
+      check(v, a->dims[in->p[0][r]] == b->dims[in->p[1][r]], "dot batch sizes differ");
+    for (int r = 0; r < in->np[2]; r++)
+      check(v, a->dims[in->p[2][r]] == b->dims[in->p[3][r]], "dot contracting sizes differ");
+    /* result: batch dims, lhs free dims, rhs free dims */
+    prog_shape want = {in->shape.dtype, 0, {0}};
+    for (int r = 0; r < in->np[0]; r++) want.dims[want.rank++] = a->dims[in->p[0][r]];
+    for (int side = 0; side < 2; side++) {
+      const prog_shape* s = side == 0 ? a : b;
+      for (int d = 0; d < s->rank; d++) {
+        bool used = false;
+        for (int r = 0; r < in->np[side]; r++) used |= in->p[side][r] == d;
+        for (int r = 0; r < in->np[2 + side]; r++) used |= in->p[2 + side][r] == d;
+        if (!used) {
+          check(v, want.rank < PROG_MAX_RANK, "dot result rank");
+          want.dims[want.rank++] = s->dims[d];
+        }
+      }
+    }
+    check(v, same_dims(&want, &in->shape), "dot result shape");
+  } else if (strcmp(name, "reduce_v1") == 0) {
+    in->op = OP_REDUCE;
+    if (op->num_operands != 2)
+      UNSUPPORTED(v, "unsupported reduce of %d operands (only one input)", op->num_operands / 2);
+    const prog_shape *a = operand(L, 0), *init = operand(L, 1);
+    check(v, init->rank == 0 && init->dtype == a->dtype && in->shape.dtype == a->dtype,
+          "reduce init value");
+    if (!is_arithmetic(a->dtype))
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a->dtype), v->op);
+    in->np[0] = attr_dims(v, need(v, op, "dimensions"), in->p[0], PROG_MAX_RANK);
+    check_dims_list(v, in->p[0], in->np[0], a->rank, true);
+    prog_shape want = {a->dtype, 0, {0}};
+    for (int d = 0; d < a->rank; d++) {
+      bool reduced = false;
+      for (int r = 0; r < in->np[0]; r++) reduced |= in->p[0][r] == d;
+      if (!reduced) want.dims[want.rank++] = a->dims[d];
+    }
+    check(v, same_dims(&want, &in->shape), "reduce result shape");
+    in->iarg = reduce_kind(L, op);
+    if ((in->iarg == RED_AND || in->iarg == RED_OR) && a->dtype != PROG_PRED)
+      UNSUPPORTED(v, "unsupported bitwise reduce over %s", prog_dtype_name(a->dtype));
+  } else if (strcmp(name, "call_v1") == 0) {
+    in->op = OP_CALL;
+    const char* callee = attr_string(v, need(v, op, "callee"));
+    int f = find_func(v->program, callee);
+    if (f < 0) MALFORMED(v, "malformed program: call of unknown function '%s'", callee);
+    in->iarg = f;
+    /* argument and result shapes are checked once every function's signature is known */
+  } else {
+    const char* dialect = v->m->dialects[v->m->op_names[op->name].dialect];
+    UNSUPPORTED(v, "unsupported op %s.%s (the dumpref interpreter does not implement it)",
+                dialect, name);
+  }
+}
+
+/* ---- functions and the module ----------------------------------------------------------- */
+
+static const bc_op* func_body_return(vh* v, const bc_block* b) {
+  if (b->num_ops == 0) MALFORMED(v, "malformed program: empty function body");
+  const bc_op* ret = &b->ops[b->num_ops - 1];
+  if (strcmp(v->m->op_names[ret->name].name, "return_v1") != 0 ||
+      v->m->op_names[ret->name].dialect != v->vhlo)
+    MALFORMED(v, "malformed program: function body does not end in return");
+  return ret;
+}
+
+/* Reads a function's signature (before any body is lowered, so calls can be checked). */
+static void declare_func(vh* v, const bc_op* op, prog_func* f) {
+  v->op = "vhlo.func_v1";
+  f->name = attr_string(v, need(v, op, "sym_name"));
+  check(v, op->num_regions == 1 && op->regions[0].num_blocks == 1,
+        "function needs one body block (control flow is not supported)");
+  const bc_region* r = &op->regions[0];
+  const bc_block* b = &r->blocks[0];
+  f->num_args = b->num_args;
+  f->num_values = r->num_values;
+  f->values = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(prog_shape));
+  for (int k = 0; k < b->num_args; k++) {
+    check(v, b->arg_values[k] == k, "argument numbering");
+    f->values[k] = tensor_type(v, b->arg_types[k]);
+  }
+  const bc_op* ret = func_body_return(v, b);
+  f->num_results = ret->num_operands;
+  f->results = ret->operands;
+}
+
+static void lower_func(vh* v, const bc_op* op, prog_func* f) {
+  const bc_block* b = &op->regions[0].blocks[0];
+  bool* defined = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(bool));
+  for (int k = 0; k < f->num_args; k++) defined[k] = true;
+  f->num_insns = b->num_ops - 1;
+  f->insns = prog_alloc(v->ctx, (size_t)f->num_insns, sizeof(prog_insn));
+  lowering L = {v, f, NULL, defined};
+  for (int k = 0; k < f->num_insns; k++) {
+    const bc_op* o = &b->ops[k];
+    char name[96];
+    snprintf(name, sizeof name, "%s.%s", v->m->dialects[v->m->op_names[o->name].dialect],
+             v->m->op_names[o->name].name);
+    v->op = name;
+    if (o->num_results > 0 &&
+        (o->first_result < 0 || o->first_result + o->num_results > f->num_values))
+      MALFORMED(v, "malformed program: %s results outside the function's values", name);
+    L.op = o;
+    lower_op(&L, &f->insns[k]);
+    f->insns[k].vhlo_name = prog_alloc(v->ctx, strlen(name) + 1, 1);
+    strcpy((char*)f->insns[k].vhlo_name, name);
+    for (int r = 0; r < o->num_results; r++) defined[o->first_result + r] = true;
+  }
+  v->op = "vhlo.return_v1";
+  for (int k = 0; k < f->num_results; k++) {
+    int id = f->results[k];
+    check(v, id >= 0 && id < f->num_values && defined[id], "returns an undefined value");
+  }
+  /* last use of each value, so the interpreter can free intermediates early */
+  f->last_use = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(int));
+  for (int k = 0; k < f->num_values; k++) f->last_use[k] = -1;
+  for (int k = 0; k < f->num_insns; k++)
+    for (int r = 0; r < f->insns[k].num_in; r++) f->last_use[f->insns[k].in[r]] = k;
+  for (int k = 0; k < f->num_results; k++) f->last_use[f->results[k]] = f->num_insns;
+}
+
+/* Calls must match the callee's signature, and no function may reach itself (the interpreter
+ * recurses on calls). */
+static void check_calls(vh* v, prog_program* p, int f, int depth, int* state) {
+  if (state[f] == 2) return;
+  if (state[f] == 1 || depth > 64) UNSUPPORTED(v, "unsupported: recursive function calls");
+  state[f] = 1;
+  prog_func* fn = &p->funcs[f];
+  for (int k = 0; k < fn->num_insns; k++) {
+    prog_insn* in = &fn->insns[k];
+    if (in->op != OP_CALL) continue;
+    prog_func* callee = &p->funcs[in->iarg];
+    v->op = "vhlo.call_v1";
+    check(v, in->num_in == callee->num_args && in->num_out == callee->num_results,
+          "call arity differs from the callee's");
+    for (int r = 0; r < in->num_in; r++) {
+      const prog_shape *a = &fn->values[in->in[r]], *b = &callee->values[r];
+      check(v, same_dims(a, b) && a->dtype == b->dtype, "call argument types");
+    }
+    for (int r = 0; r < in->num_out; r++) {
+      const prog_shape *a = &fn->values[in->out + r], *b = &callee->values[callee->results[r]];
+      check(v, same_dims(a, b) && a->dtype == b->dtype, "call result types");
+    }
+    check_calls(v, p, in->iarg, depth + 1, state);
+  }
+  state[f] = 2;
+}
+
+void vh_lower(prog_ctx* ctx, const bc_module* m, prog_program* p) {
+  vh v = {ctx, m, bc_dialect(m, "builtin"), bc_dialect(m, "vhlo"), p, "module"};
+  if (v.vhlo < 0) {
+    if (bc_dialect(m, "stablehlo") >= 0)
+      UNSUPPORTED(&v, "unsupported: native stablehlo bytecode (producer %s); the dumpref "
+                      "reader reads StableHLO portable artifacts (vhlo)", m->producer);
+    UNSUPPORTED(&v, "unsupported: no vhlo dialect in the program (producer %s)", m->producer);
+  }
+  const bc_block* top = &m->top.regions[0].blocks[0];
+  if (top->num_ops != 1 || strcmp(m->op_names[top->ops[0].name].name, "module") != 0 ||
+      top->ops[0].num_regions != 1 || top->ops[0].regions[0].num_blocks != 1)
+    MALFORMED(&v, "malformed program: expected a single builtin.module");
+  const bc_op* module = &top->ops[0];
+  p->name = "module";
+  if (module->props >= 0) {  /* builtin.module: optional sym_name, stored as (index << 1 | set) */
+    bc_cursor c = bc_props(m, module->props);
+    uint64_t name = bc_varint(&c);
+    if ((name & 1) && (name >> 1) < (uint64_t)m->num_attrs) p->name = attr_string(&v, (int)(name >> 1));
+  }
+  const bc_block* body = &module->regions[0].blocks[0];
+
+  int num_funcs = 0;
+  for (int k = 0; k < body->num_ops; k++) {
+    const bc_op_name* n = &m->op_names[body->ops[k].name];
+    if (n->dialect == v.vhlo && strcmp(n->name, "func_v1") == 0) num_funcs++;
+    else if (strcmp(m->dialects[n->dialect], "sdy") != 0)
+      UNSUPPORTED(&v, "unsupported module-level op %s.%s", m->dialects[n->dialect], n->name);
+  }
+  p->num_funcs = num_funcs;
+  p->funcs = prog_alloc(ctx, (size_t)num_funcs, sizeof(prog_func));
+  const bc_op** ops = prog_alloc(ctx, (size_t)num_funcs, sizeof(bc_op*));
+  int f = 0;
+  for (int k = 0; k < body->num_ops; k++)
+    if (m->op_names[body->ops[k].name].dialect == v.vhlo) {
+      ops[f] = &body->ops[k];
+      declare_func(&v, ops[f], &p->funcs[f]);
+      f++;
+    }
+  p->main = find_func(p, "main");
+  if (p->main < 0) MALFORMED(&v, "malformed program: no function named main");
+  for (f = 0; f < num_funcs; f++) lower_func(&v, ops[f], &p->funcs[f]);
+  int* state = prog_alloc(ctx, (size_t)num_funcs, sizeof(int));
+  check_calls(&v, p, p->main, 0, state);
+}
