@@ -146,7 +146,10 @@ class PjrtApi:
         kind = PJRT_TYPE_OF_DTYPE[array.dtype.name]
         dims = self.ffi.new("int64_t[]", list(array.shape) or [0])
         strides = self.ffi.new("int64_t[]", list(array.strides) or [0])
-        data = self.ffi.from_buffer(array, require_writable=False) if array.size else self.ffi.NULL
+        # The address of element [0, 0, ...]: with the byte strides it describes any view,
+        # transposed or reversed (cffi's from_buffer only takes contiguous arrays).
+        data = (self.ffi.cast("void*", array.__array_interface__["data"][0]) if array.size
+                else self.ffi.NULL)
         args = self.call("PJRT_Client_BufferFromHostBuffer", client=client, data=data,
                          type=getattr(self.lib, f"PJRT_Buffer_Type_{kind}"), dims=dims,
                          num_dims=array.ndim, byte_strides=strides, num_byte_strides=array.ndim,
