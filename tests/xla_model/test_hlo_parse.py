@@ -141,3 +141,47 @@ def test_bad_input_names_file_and_line(text, line, words):
     assert message.startswith("some/file.txt" + (f":{line}:" if line else ":"))
     assert words in message
     assert isinstance(info.value, ValueError)
+
+
+BRANCHY = """\
+HloModule branchy
+
+%on_true (a: f32[2]) -> f32[2] {
+  ROOT %a = f32[2]{0} parameter(0)
+}
+
+%on_false (b: f32[2]) -> f32[2] {
+  %b = f32[2]{0} parameter(0)
+  ROOT %n = f32[2]{0} negate(%b)
+}
+
+ENTRY %main (p: pred[], x: f32[2]) -> (f32[2], f32[2], f32[2], f32[2], f32[2], f32[2]) {
+  %p = pred[] parameter(0)
+  %x = f32[2]{0} parameter(1)
+  %k = f32[2,2]{1,0} constant({ { 1, 2 },
+    { 3, 4 } })
+  %c = f32[2]{0} conditional(%p, %x, %x), branch_computations={%on_true, %on_false}
+  ROOT %t = (f32[2]{0}, f32[2]{0}, f32[2]{0}, f32[2]{0}, f32[2]{0}, /*index=5*/f32[2]{0}) tuple(%c, %c, %c, %c, %c, /*index=5*/%x)
+}
+"""
+
+
+def test_branches_literals_and_index_markers():
+    m = parse_module(BRANCHY, source="branchy.txt")
+    assert m.instruction("c").called == ["on_true", "on_false"]
+    assert m.instruction("c").operands == ["p", "x", "x"]
+    k = m.instruction("k")  # a literal that spans two lines
+    assert k.operands == [] and "{ 3, 4 }" in k.operand_text and k.shape.dims == (2, 2)
+    t = m.entry.root
+    assert t.operands[-1] == "x" and len(t.shape.tuple_shapes) == 6
+    assert m.computations["on_true"].root.opcode == "parameter"
+    assert [c for c in m.computations] == ["on_true", "on_false", "main"]
+
+
+def test_reparsing_a_snapshot_reuses_unchanged_computations():
+    """The caches keep parsed computations: an identical computation is the same object."""
+    a = parse_module(BRANCHY)
+    b = parse_module(BRANCHY.replace("negate(%b)", "abs(%b)"))
+    assert a.computations["on_true"] is b.computations["on_true"]
+    assert a.computations["on_false"] is not b.computations["on_false"]
+    assert b.instruction("n").opcode == "abs" and a.instruction("n").opcode == "negate"
