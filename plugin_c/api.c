@@ -76,27 +76,33 @@ PJRT_Memory_ToString dr_Memory_ToString;
 PJRT_Plugin_Attributes dr_Plugin_Attributes;
 PJRT_Plugin_Initialize dr_Plugin_Initialize;
 
+/* executable.c (level 3: compile and run programs) */
+PJRT_Client_Compile dr_Client_Compile;
+PJRT_Executable_Destroy dr_Executable_Destroy;
+PJRT_Executable_Name dr_Executable_Name;
+PJRT_Executable_NumReplicas dr_Executable_NumReplicas;
+PJRT_Executable_NumPartitions dr_Executable_NumPartitions;
+PJRT_Executable_NumOutputs dr_Executable_NumOutputs;
+PJRT_Executable_SizeOfGeneratedCodeInBytes dr_Executable_SizeOfGeneratedCodeInBytes;
+PJRT_Executable_OutputElementTypes dr_Executable_OutputElementTypes;
+PJRT_Executable_OutputDimensions dr_Executable_OutputDimensions;
+PJRT_Executable_OutputMemoryKinds dr_Executable_OutputMemoryKinds;
+PJRT_Executable_Fingerprint dr_Executable_Fingerprint;
+PJRT_LoadedExecutable_Destroy dr_LoadedExecutable_Destroy;
+PJRT_LoadedExecutable_GetExecutable dr_LoadedExecutable_GetExecutable;
+PJRT_LoadedExecutable_AddressableDevices dr_LoadedExecutable_AddressableDevices;
+PJRT_LoadedExecutable_Delete dr_LoadedExecutable_Delete;
+PJRT_LoadedExecutable_IsDeleted dr_LoadedExecutable_IsDeleted;
+PJRT_LoadedExecutable_Execute dr_LoadedExecutable_Execute;
+PJRT_LoadedExecutable_Fingerprint dr_LoadedExecutable_Fingerprint;
+PJRT_LoadedExecutable_GetDeviceAssignment dr_LoadedExecutable_GetDeviceAssignment;
+
 /* ---- entry points this device does not (yet) support -------------------------------- */
 
-DR_DEFINE_STUB(PJRT_Client_Compile)
-DR_DEFINE_STUB(PJRT_Executable_Destroy)
-DR_DEFINE_STUB(PJRT_Executable_Name)
-DR_DEFINE_STUB(PJRT_Executable_NumReplicas)
-DR_DEFINE_STUB(PJRT_Executable_NumPartitions)
-DR_DEFINE_STUB(PJRT_Executable_NumOutputs)
-DR_DEFINE_STUB(PJRT_Executable_SizeOfGeneratedCodeInBytes)
 DR_DEFINE_STUB(PJRT_Executable_GetCostAnalysis)
-DR_DEFINE_STUB(PJRT_Executable_OutputMemoryKinds)
 DR_DEFINE_STUB(PJRT_Executable_OptimizedProgram)
 DR_DEFINE_STUB(PJRT_Executable_Serialize)
-DR_DEFINE_STUB(PJRT_LoadedExecutable_Destroy)
-DR_DEFINE_STUB(PJRT_LoadedExecutable_GetExecutable)
-DR_DEFINE_STUB(PJRT_LoadedExecutable_AddressableDevices)
-DR_DEFINE_STUB(PJRT_LoadedExecutable_Delete)
-DR_DEFINE_STUB(PJRT_LoadedExecutable_IsDeleted)
-DR_DEFINE_STUB(PJRT_LoadedExecutable_Execute)
 DR_DEFINE_STUB(PJRT_Executable_DeserializeAndLoad)
-DR_DEFINE_STUB(PJRT_LoadedExecutable_Fingerprint)
 DR_DEFINE_STUB(PJRT_Buffer_CopyToDevice)
 DR_DEFINE_STUB(PJRT_CopyToDeviceStream_Destroy)
 DR_DEFINE_STUB(PJRT_CopyToDeviceStream_AddChunk)
@@ -111,11 +117,8 @@ DR_DEFINE_STUB(PJRT_TopologyDescription_GetDeviceDescriptions)
 DR_DEFINE_STUB(PJRT_TopologyDescription_Serialize)
 DR_DEFINE_STUB(PJRT_TopologyDescription_Attributes)
 DR_DEFINE_STUB(PJRT_Compile)
-DR_DEFINE_STUB(PJRT_Executable_OutputElementTypes)
-DR_DEFINE_STUB(PJRT_Executable_OutputDimensions)
 DR_DEFINE_STUB(PJRT_Buffer_CopyToMemory)
 DR_DEFINE_STUB(PJRT_Client_CreateViewOfDeviceBuffer)
-DR_DEFINE_STUB(PJRT_Executable_Fingerprint)
 DR_DEFINE_STUB(PJRT_Client_TopologyDescription)
 DR_DEFINE_STUB(PJRT_Executable_GetCompiledMemoryStats)
 DR_DEFINE_STUB(PJRT_ExecuteContext_Create)
@@ -136,7 +139,6 @@ DR_DEFINE_STUB(PJRT_Client_UpdateGlobalProcessInfo)
 DR_DEFINE_STUB(PJRT_TopologyDescription_Deserialize)
 DR_DEFINE_STUB(PJRT_Client_CreateAliasBuffer)
 DR_DEFINE_STUB(PJRT_Client_FulfillAliasBuffer)
-DR_DEFINE_STUB(PJRT_LoadedExecutable_GetDeviceAssignment)
 
 static const PJRT_Api api = {
     .struct_size = PJRT_Api_STRUCT_SIZE,
@@ -218,29 +220,29 @@ static const PJRT_Api api = {
   /* Level 3 -- jit: compile a StableHLO program and execute it (programs: prog_*.c,
    * executables: executable.c).  The default device assignment is asked for at compile time. */
   .PJRT_Client_DefaultDeviceAssignment = dr_Client_DefaultDeviceAssignment,
-  .PJRT_Client_Compile = dr_stub_PJRT_Client_Compile,
-  .PJRT_Executable_Destroy = dr_stub_PJRT_Executable_Destroy,
-  .PJRT_Executable_Name = dr_stub_PJRT_Executable_Name,
-  .PJRT_Executable_NumReplicas = dr_stub_PJRT_Executable_NumReplicas,
-  .PJRT_Executable_NumPartitions = dr_stub_PJRT_Executable_NumPartitions,
-  .PJRT_Executable_NumOutputs = dr_stub_PJRT_Executable_NumOutputs,
-  .PJRT_Executable_SizeOfGeneratedCodeInBytes = dr_stub_PJRT_Executable_SizeOfGeneratedCodeInBytes,
+  .PJRT_Client_Compile = dr_Client_Compile,
+  .PJRT_Executable_Destroy = dr_Executable_Destroy,
+  .PJRT_Executable_Name = dr_Executable_Name,
+  .PJRT_Executable_NumReplicas = dr_Executable_NumReplicas,
+  .PJRT_Executable_NumPartitions = dr_Executable_NumPartitions,
+  .PJRT_Executable_NumOutputs = dr_Executable_NumOutputs,
+  .PJRT_Executable_SizeOfGeneratedCodeInBytes = dr_Executable_SizeOfGeneratedCodeInBytes,
   .PJRT_Executable_GetCostAnalysis = dr_stub_PJRT_Executable_GetCostAnalysis,
-  .PJRT_Executable_OutputMemoryKinds = dr_stub_PJRT_Executable_OutputMemoryKinds,
+  .PJRT_Executable_OutputMemoryKinds = dr_Executable_OutputMemoryKinds,
   .PJRT_Executable_OptimizedProgram = dr_stub_PJRT_Executable_OptimizedProgram,
   .PJRT_Executable_Serialize = dr_stub_PJRT_Executable_Serialize,
-  .PJRT_Executable_OutputElementTypes = dr_stub_PJRT_Executable_OutputElementTypes,
-  .PJRT_Executable_OutputDimensions = dr_stub_PJRT_Executable_OutputDimensions,
-  .PJRT_Executable_Fingerprint = dr_stub_PJRT_Executable_Fingerprint,
+  .PJRT_Executable_OutputElementTypes = dr_Executable_OutputElementTypes,
+  .PJRT_Executable_OutputDimensions = dr_Executable_OutputDimensions,
+  .PJRT_Executable_Fingerprint = dr_Executable_Fingerprint,
   .PJRT_Executable_GetCompiledMemoryStats = dr_stub_PJRT_Executable_GetCompiledMemoryStats,
-  .PJRT_LoadedExecutable_Destroy = dr_stub_PJRT_LoadedExecutable_Destroy,
-  .PJRT_LoadedExecutable_GetExecutable = dr_stub_PJRT_LoadedExecutable_GetExecutable,
-  .PJRT_LoadedExecutable_AddressableDevices = dr_stub_PJRT_LoadedExecutable_AddressableDevices,
-  .PJRT_LoadedExecutable_Delete = dr_stub_PJRT_LoadedExecutable_Delete,
-  .PJRT_LoadedExecutable_IsDeleted = dr_stub_PJRT_LoadedExecutable_IsDeleted,
-  .PJRT_LoadedExecutable_Execute = dr_stub_PJRT_LoadedExecutable_Execute,
-  .PJRT_LoadedExecutable_Fingerprint = dr_stub_PJRT_LoadedExecutable_Fingerprint,
-  .PJRT_LoadedExecutable_GetDeviceAssignment = dr_stub_PJRT_LoadedExecutable_GetDeviceAssignment,
+  .PJRT_LoadedExecutable_Destroy = dr_LoadedExecutable_Destroy,
+  .PJRT_LoadedExecutable_GetExecutable = dr_LoadedExecutable_GetExecutable,
+  .PJRT_LoadedExecutable_AddressableDevices = dr_LoadedExecutable_AddressableDevices,
+  .PJRT_LoadedExecutable_Delete = dr_LoadedExecutable_Delete,
+  .PJRT_LoadedExecutable_IsDeleted = dr_LoadedExecutable_IsDeleted,
+  .PJRT_LoadedExecutable_Execute = dr_LoadedExecutable_Execute,
+  .PJRT_LoadedExecutable_Fingerprint = dr_LoadedExecutable_Fingerprint,
+  .PJRT_LoadedExecutable_GetDeviceAssignment = dr_LoadedExecutable_GetDeviceAssignment,
   .PJRT_Executable_DeserializeAndLoad = dr_stub_PJRT_Executable_DeserializeAndLoad,
   .PJRT_ExecuteContext_Create = dr_stub_PJRT_ExecuteContext_Create,
   .PJRT_ExecuteContext_Destroy = dr_stub_PJRT_ExecuteContext_Destroy,

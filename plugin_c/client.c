@@ -42,6 +42,7 @@ PJRT_Error* dr_Client_Create(PJRT_Client_Create_Args* args) {
 
 PJRT_Error* dr_Client_Destroy(PJRT_Client_Destroy_Args* args) {
   DR_ENTER(PJRT_Client_Destroy, args, client);
+  if (dr_executables_client_destroyed != NULL) dr_executables_client_destroyed(args->client);
   free(args->client);
   return NULL;
 }

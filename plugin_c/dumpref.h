@@ -174,6 +174,10 @@ __attribute__((weak, visibility("hidden"))) const PJRT_NamedValue* dr_program_at
 
 /* ---- client internals (client.c) ------------------------------------------------------- */
 
+/* Defined by executable.c: detaches the loaded executables of a client being destroyed, so a
+ * later Execute answers an error instead of touching freed memory. */
+__attribute__((weak)) void dr_executables_client_destroyed(PJRT_Client* client);
+
 /* Whether `device` / `memory` belong to `client` (guards against foreign handles). */
 bool dr_client_owns_device(const PJRT_Client* client, const PJRT_Device* device);
 bool dr_client_owns_memory(const PJRT_Client* client, const PJRT_Memory* memory);
