@@ -1,0 +1,383 @@
+"""Study: one fusion decision, reconstructed and verified.
+
+The program is the softmax at the heart of attention, over scores f32[1024, 1024] (one head,
+1024 queries by 1024 keys), forward only: it is the piece of a transformer block whose
+fusions are easiest to see whole.  Before XLA's loop-fusion pass (``fusion``) runs on CPU,
+the library rewriter (``dot-library-rewriter``) has already taken ``max``, ``x - max``,
+``exp`` and ``sum`` into YNNPACK kernels, and the algebraic simplifier has turned
+``e / s`` into ``e * broadcast(1 / s)``.  What is left for ``fusion`` is the normalisation::
+
+    divide      = f32[1024]        divide(broadcast(1.0), sum)     # 1 / s, one per row
+    broadcast.1 = f32[1024,1024]   broadcast(divide), dimensions={0}
+    multiply    = f32[1024,1024]   multiply(exp, broadcast.1)      # ROOT
+
+The decision studied: the pass fuses ``broadcast.1`` into ``multiply`` but refuses to fuse
+``divide`` into that fusion, in its own words "Fusion is not profitable."  The claims below
+argue that decision from XLA's CPU fusion policy, predict what undoing the fusions costs
+(bytes exactly, time at the bandwidth measured in the same run), and verify both.
+
+Rules cited (openxla/xla; the compiler's reason strings quoted by the claims are the strings
+these functions return):
+  xla/service/cpu/cpu_instruction_fusion.cc  CpuInstructionFusion::ShouldFuse, CanBeLoopFused,
+                                             CpuInstructionFusion::IsExpensive
+  xla/service/instruction_fusion.cc          InstructionFusion::ShouldFuse (FusionWouldDuplicate,
+                                             IsAlwaysDuplicable), ReusesOperandElements
+  xla/hlo/ir/hlo_instruction.cc              HloInstruction::OperandElementUse (broadcast: reuse)
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_dumpref.examples import softmax
+from pytest_dumpref.timing import DISPATCH, STREAM, TimingPlan, run_plan
+
+pytestmark = pytest.mark.fusion
+
+X_SHAPE = (1024, 1024)      # ~f32[1024,1024]: fusion effects measurable, allocation not dominant
+PASSES = ["fusion"]         # on CPU the decision is this pass's; the library rewriter and the
+                            # fusion wrapper run in both variants and do the same in both
+PROVENANCE = dict(dtype="f32", shapes={"x": X_SHAPE})
+
+# What CpuInstructionFusion::IsExpensive says about the opcodes met here (f32 elements):
+# divide of floats is expensive (only integer division by a constant is cheap), broadcast is
+# cheap.  Restated, not imported: the claims check the compiler's behaviour against them.
+EXPENSIVE_ON_CPU = {"divide", "exponential", "log", "tanh", "rsqrt", "sqrt", "power", "dot", "reduce"}
+# CanBeLoopFused (cpu_instruction_fusion.cc): elementwise ops plus these.
+LOOP_FUSIBLE_NON_ELEMENTWISE = {"bitcast", "broadcast", "concatenate", "dynamic-slice",
+                                "dynamic-update-slice", "gather", "iota", "pad", "reduce",
+                                "reshape", "reverse", "slice", "transpose"}
+
+
+def _x() -> np.ndarray:
+    return np.random.default_rng(0).standard_normal(X_SHAPE).astype(np.float32)
+
+
+def _around_pass(d, pass_name: str):
+    """The snapshots just before and just after ``pass_name`` (the every-pass dump writes a
+    snapshot only when a pass changed the module, so the previous one is what it saw)."""
+    for i, s in enumerate(d.snapshots):
+        if s.after == pass_name:
+            return d.snapshots[i - 1], s
+    raise AssertionError(f"no snapshot after {pass_name!r} in {d.folder}: did the pass change nothing?")
+
+
+def _entry_excerpt(module) -> str:
+    return "\n".join(f"{i.name} = {i.shape} {i.opcode}({', '.join(i.operands)})"
+                     for i in module.entry.instructions)
+
+
+def _normalisation(module):
+    """(divide, broadcast, multiply) of the softmax normalisation, found by structure."""
+    entry = module.entry
+    multiply = entry.root
+    assert multiply.opcode == "multiply", f"root of {module.name} is {multiply.opcode}, not multiply"
+    bcast = next(entry.instruction(o) for o in multiply.operands if entry.instruction(o).opcode == "broadcast")
+    divide = entry.instruction(bcast.operands[0])
+    assert divide.opcode == "divide", f"{bcast.name} broadcasts {divide.opcode}, not a divide"
+    return divide, bcast, multiply
+
+
+def _users(comp, name: str) -> list:
+    return [i for i in comp.instructions if name in i.operands]
+
+
+def _fusion_log(d):
+    return [x for x in d.fusion_decisions() if x.pass_name == "fusion"]
+
+
+# ---- 1. the decision, argued from the policy --------------------------------------------------
+
+@pytest.mark.claim(
+    "XLA's CPU loop-fusion pass fuses the f32[1024,1024] broadcast of softmax's row reciprocal "
+    "into the multiply that normalises the rows, but keeps the reciprocal itself (an f32 divide) "
+    "out of that kernel: a divide is expensive on CPU and the broadcast would recompute each "
+    "reciprocal once per column, 1024 times per row (\"Fusion is not profitable.\").",
+    section="fusion")
+@pytest.mark.provenance(**PROVENANCE, method="every-pass XLA dump with xla_dump_fusion_visualization; "
+                        "the pass's own decision log; rules of cpu_instruction_fusion.cc restated")
+def test_broadcast_fused_reciprocal_refused(dump, evidence):
+    d = dump(softmax, _x())
+    before, after = _around_pass(d, "fusion")
+    divide, bcast, multiply = _normalisation(before.module)
+    evidence.excerpt(f"entry computation before the fusion pass ({before.path.name})",
+                     _entry_excerpt(before.module), lang="hlo")
+
+    # The compiler's own words.
+    log = _fusion_log(d)
+    evidence.table("decisions of the fusion pass, in the order it made them",
+                   [{"producer": x.producer, "consumer": x.consumer, "fused": x.fused,
+                     "reason": x.reason.split(" inside ")[0] if x.fused else x.reason.split(" ; ")[0]}
+                    for x in log])
+    fused_bcast = [x for x in log if x.fused and x.producer == bcast.name and x.consumer_origin == multiply.name]
+    assert len(fused_bcast) == 1, f"no 'Fused |{bcast.name}|' into {multiply.name} in the log"
+    kernel = fused_bcast[0].fusion
+    refused = [x for x in log if not x.fused and x.producer == divide.name and x.consumer == kernel]
+    assert len(refused) == 1, f"no decision about {divide.name} -> {kernel} in the log"
+    assert refused[0].reason.startswith("Fusion is not profitable."), refused[0].reason
+
+    # Fusibility first (CpuInstructionFusion::ShouldFuse checks CanBeLoopFused before any
+    # cost): both producers are loop-fusible, so neither refusal can be about fusibility.
+    for inst in (divide, bcast):
+        assert inst.opcode in LOOP_FUSIBLE_NON_ELEMENTWISE | {"divide", "multiply"}, inst.opcode
+    # ... while the YNNPACK kernels are custom fusions and are refused for that reason.
+    ynn = [x for x in log if not x.fused and x.producer.startswith("ynn_fusion")]
+    assert ynn and all(x.reason.startswith(("Producer is not loop-fusible.",
+                                            "Don't fuse instructions from custom fusions/calls")) for x in ynn)
+
+    # Then profitability, rule "expensive producer and consumer reuses operand elements"
+    # (CpuInstructionFusion::ShouldFuse, the "Cost condition").
+    assert divide.shape.element_type == "f32" and divide.opcode in EXPENSIVE_ON_CPU
+    assert bcast.opcode not in EXPENSIVE_ON_CPU
+    # The consumer by then is the fusion holding the broadcast: ReusesOperandElements holds
+    # because the divide's value reaches a broadcast inside it (OperandElementUse of a
+    # broadcast is "reuse": each input element feeds many output elements).
+    reuse = bcast.shape.element_count // divide.shape.element_count
+    assert reuse == X_SHAPE[1] == 1024
+    # Duplication (InstructionFusion::ShouldFuse, FusionWouldDuplicate): the broadcast has
+    # one user, so fusing it duplicates nothing (and broadcasts may always be duplicated:
+    # IsAlwaysDuplicable).
+    assert [u.name for u in _users(before.module.entry, bcast.name)] == [multiply.name]
+
+    # The result in the optimized program: the multiply's kernel holds the broadcast and no
+    # divide; the divide is a kernel of its own writing f32[1024].
+    opt = d.optimized
+    root = opt.entry.root
+    assert root.opcode == "fusion" and root.fusion_kind == "kLoop"
+    inside = {i.opcode for i in opt.computations[root.called[0]].instructions}
+    assert {"broadcast", "multiply"} <= inside and "divide" not in inside, inside
+    producers = [opt.entry.instruction(o) for o in root.operands]
+    div_kernel = [p for p in producers if p.opcode == "fusion" and any(
+        i.opcode == "divide" for i in opt.computations[p.called[0]].instructions)]
+    assert len(div_kernel) == 1 and div_kernel[0].shape.element_count == X_SHAPE[0]
+    evidence.excerpt("optimized entry computation", _entry_excerpt(opt), lang="hlo")
+
+    evidence.number("elements of the broadcast per reciprocal (reuse factor)", reuse)
+    evidence.number("divides executed as compiled", divide.shape.element_count)
+    evidence.number("divides had the reciprocal been fused into the multiply", bcast.shape.element_count)
+    evidence.note(
+        "Fusibility first: CpuInstructionFusion::ShouldFuse (xla/service/cpu/cpu_instruction_fusion.cc) "
+        "refuses producers that CanBeLoopFused rejects before it weighs any cost; that is why the "
+        "YNNPACK kernels are never fused into ('Producer is not loop-fusible.'). The broadcast and the "
+        "divide both pass. Profitability next: the same function forbids fusing a producer that "
+        "CpuInstructionFusion::IsExpensive calls expensive (a floating-point divide is; only integer "
+        "division by a constant is cheap) into a consumer that ReusesOperandElements for it "
+        "(instruction_fusion.cc; a broadcast reuses its operand, HloInstruction::OperandElementUse). "
+        "Fusing the reciprocal would trade 8 KiB of memory traffic for 1,047,552 extra divides. "
+        "The broadcast, cheap and with a single user, passes InstructionFusion::ShouldFuse's "
+        "duplication test (FusionWouldDuplicate) and is fused: the f32[1024,1024] it would "
+        "produce never exists in memory.")
+
+
+# ---- 2. the bytes, predicted from the shapes, then verified ------------------------------------
+
+@pytest.mark.claim(
+    "Without the fusion pass, the softmax writes the broadcasts the pass had fused to memory and "
+    "reads them back: predicted from the pass's decision log and the shapes before it ran, and "
+    "equal, byte for byte, to the traffic of the compiled unfused program and to XLA's own cost "
+    "analysis.", section="fusion")
+@pytest.mark.provenance(**PROVENANCE, method="spill-style traffic of the optimized modules (traffic.py) "
+                        "and XLA HloCostAnalysis 'bytes accessed', default vs xla_disable_hlo_passes=fusion")
+def test_unfused_bytes_match_prediction(dump, unfused, evidence):
+    x = _x()
+    fused = dump(softmax, x)
+    before, _ = _around_pass(fused, "fusion")
+    entry = before.module.entry
+
+    # Prediction.  Each producer the pass fused stops existing in memory.  Undone, a fused
+    # kernel (not a constant) is written once by its own kernel and read once by each user;
+    # a fused constant lives in the executable, so it is only read (by the kernel now using it).
+    predicted_written = predicted_read = 0
+    rows = []
+    for decision in (x for x in _fusion_log(fused) if x.fused):
+        p = entry.instruction(decision.producer)
+        n_users = len(_users(entry, p.name))
+        size = p.shape.byte_size
+        w = 0 if p.opcode == "constant" else size
+        r = size * n_users
+        predicted_written += w
+        predicted_read += r
+        rows.append({"producer": p.name, "shape": str(p.shape), "users": n_users,
+                     "extra written (B)": w, "extra read (B)": r})
+    evidence.table("prediction: what each fusion the pass made keeps out of memory", rows)
+    evidence.number("predicted extra bytes written", predicted_written, unit="B")
+    evidence.number("predicted extra bytes read", predicted_read, unit="B")
+    # The decision studied accounts for all but a rounding error of it.
+    assert predicted_written == 1024 * 1024 * 4 + 1024 * 4
+
+    # Verification.
+    plain = unfused(softmax, x, passes=PASSES)
+    t_f, t_u = fused.traffic_report, plain.traffic_report
+    extra_written = t_u.bytes_written - t_f.bytes_written
+    extra_read = t_u.bytes_read - t_f.bytes_read
+    xla_f = fused.compiled.cost_analysis()["bytes accessed"]
+    xla_u = plain.compiled.cost_analysis()["bytes accessed"]
+    evidence.table("traffic per kernel, fused (default)",
+                   [{"kernel": k.name, "read (B)": k.bytes_read, "written (B)": k.bytes_written} for k in t_f.kernels])
+    evidence.table("traffic per kernel, without the fusion pass",
+                   [{"kernel": k.name, "read (B)": k.bytes_read, "written (B)": k.bytes_written} for k in t_u.kernels])
+    evidence.number("measured extra bytes written", extra_written, unit="B")
+    evidence.number("measured extra bytes read", extra_read, unit="B")
+    evidence.number("XLA bytes accessed, fused", xla_f, unit="B")
+    evidence.number("XLA bytes accessed, without fusion", xla_u, unit="B")
+    assert (extra_written, extra_read) == (predicted_written, predicted_read)
+    assert xla_u - xla_f == predicted_written + predicted_read
+    assert (t_f.bytes_accessed, t_u.bytes_accessed) == (xla_f, xla_u)
+
+
+# ---- 3. the time, predicted at the measured bandwidth, then measured ---------------------------
+
+# Tolerance on measured / predicted extra time.  Observed on this machine (2 shared cores,
+# pinned single thread, other engineers' test runs at load average 4-5): 0.95-1.00 over
+# eight runs.  0.25 passes that with room for a noisier day, and fails a prediction that
+# miscounts a whole 4 MiB stream (only the extra write counted: ratio ~2; read-for-ownership
+# counted as a third stream: ~0.67) or takes its bandwidth from a spec sheet rather than
+# from this machine (DRAM ~100 GB/s: ratio ~5).
+TIME_TOLERANCE = 0.25
+# The A/A control (the fused program compiled twice, timed in the same rounds) must differ
+# by less than this fraction of the predicted effect, or the run was too noisy to judge.
+AA_LIMIT = 0.10
+# For --dumpref-check, absolute times move with the machine's load: a busy neighbour slows
+# every kernel alike (observed minutes apart, with an earlier estimator: bandwidth 20 GB/s
+# quiet, 8.6 GB/s at load average 4.6, the ratio 0.97 and 0.88).  They are context, not
+# the claim, and carry 1.5 (a factor of 2.5 either way still reproduces; a unit slip does
+# not).  The ratio of measured to predicted does not move with load: TIME_TOLERANCE.
+ABSOLUTE_TIME_TOLERANCE = 1.5
+
+
+@pytest.mark.claim(
+    "At the memory bandwidth measured in the same run, the bytes the fusion pass saves predict "
+    "how much slower the softmax runs without it, within 25 %.", section="fusion")
+@pytest.mark.provenance(**PROVENANCE, method="pytest_dumpref.timing: subprocess pinned to one CPU, "
+                        "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false, 40 interleaved rounds, A/A control, "
+                        "bandwidth of a y=2x stream over f32[1024,1024] less dispatch cost")
+def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
+    x = _x()
+    fused, plain = dump(softmax, x), unfused(softmax, x, passes=PASSES)
+    xla_f = fused.compiled.cost_analysis()["bytes accessed"]
+    xla_u = plain.compiled.cost_analysis()["bytes accessed"]
+    extra_bytes = xla_u - xla_f
+
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", X_SHAPE),),
+                      variants={"fused": {}, "fused, compiled again (A/A)": {},
+                                "without fusion": {"xla_disable_hlo_passes": ",".join(PASSES)}},
+                      stream_shape=X_SHAPE, rounds=40, calls_per_round=20, warmup_calls=20)
+    run = run_plan(plan)
+    # The timed programs are the dumped ones: same bytes by XLA's own count (the pinned
+    # compile differs only in not splitting loops across threads).
+    assert run.variants["fused"].bytes_accessed == xla_f
+    assert run.variants["without fusion"].bytes_accessed == xla_u
+
+    # Prediction first: from the bytes and the calibration kernels alone.
+    bandwidth = run.bandwidth
+    predicted = run.predicted_seconds(extra_bytes)
+    evidence.number("extra bytes (XLA bytes accessed, unfused - fused)", extra_bytes, unit="B")
+    evidence.number("measured bandwidth (stream kernel, pinned single thread)", bandwidth / 1e9,
+                    unit="GB/s", tolerance=ABSOLUTE_TIME_TOLERANCE)
+    evidence.number("predicted extra time per call", predicted * 1e6, unit="us",
+                    tolerance=ABSOLUTE_TIME_TOLERANCE)
+
+    # Then the measurement.
+    measured = run.difference("fused", "without fusion")
+    aa = run.difference("fused", "fused, compiled again (A/A)")
+    ratio = measured / predicted
+    evidence.number("measured extra time per call (median of paired rounds)", measured * 1e6, unit="us",
+                    tolerance=ABSOLUTE_TIME_TOLERANCE)
+    # The A/A difference is near zero by design, so a relative tolerance means nothing for
+    # it: it goes into a table, and the assertion below bounds it against the prediction.
+    evidence.table("A/A control: the fused program compiled twice, timed in the same rounds",
+                   [{"A/A difference (us/call)": round(aa * 1e6, 2),
+                     f"bound: {AA_LIMIT:.0%} of predicted (us)": round(AA_LIMIT * predicted * 1e6, 1)}])
+    evidence.number("measured / predicted extra time", ratio, tolerance=TIME_TOLERANCE)
+    evidence.table("per-call times, pinned single thread", run.table())
+    evidence.note("Method: " + run.method() + ".")
+    evidence.figure("predicted against measured, fused against unfused",
+                    _figure(run, predicted, tmp_path / "fusion-prediction.png"))
+
+    assert abs(aa) <= AA_LIMIT * predicted, (
+        f"A/A control differs by {aa * 1e6:.1f} us, more than {AA_LIMIT:.0%} of the predicted "
+        f"{predicted * 1e6:.1f} us: this run was too noisy to judge the prediction")
+    assert abs(ratio - 1) <= TIME_TOLERANCE, (
+        f"measured {measured * 1e6:.1f} us vs predicted {predicted * 1e6:.1f} us "
+        f"(ratio {ratio:.2f}): the bandwidth model does not explain the unfused program's time")
+
+
+def _figure(run, predicted: float, path: Path) -> Path:
+    """Left: per-call medians of fused, its A/A copy and unfused.  Right: the extra time per
+    call, predicted (extra bytes / bandwidth) against measured (median of the paired rounds,
+    bars from its quartiles), with the A/A difference for scale.  PNG without timestamps or
+    version strings, so equal numbers give equal bytes."""
+    import statistics
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    us = 1e6
+    v = run.variants
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.6), dpi=100,
+                                      gridspec_kw={"width_ratios": [3, 3]})
+    names = [("fused", "fused"), ("fused, compiled again (A/A)", "fused (A/A)"),
+             ("without fusion", "unfused")]
+    heights = [v[n].median * us for n, _ in names]
+    left.bar([label for _, label in names], heights, color=["#4c72b0", "#8da0cb", "#c44e52"])
+    for i, h in enumerate(heights):
+        left.text(i, h, f"{h:.0f}", ha="center", va="bottom", fontsize=9)
+    left.set_ylabel("microseconds per call (median)")
+    left.set_title("per call, pinned single thread", fontsize=9)
+
+    def quartiles(a, b):
+        q = statistics.quantiles([d * us for d in run.paired_differences(a, b)], n=4)
+        return q[0], q[2]
+
+    measured = run.difference("fused", "without fusion") * us
+    aa = run.difference("fused", "fused, compiled again (A/A)") * us
+    lo, hi = quartiles("fused", "without fusion")
+    alo, ahi = quartiles("fused", "fused, compiled again (A/A)")
+    bars = [("predicted", predicted * us, None, "#dd8452"),
+            ("measured", measured, (measured - lo, hi - measured), "#c44e52"),
+            ("A/A", aa, (aa - alo, ahi - aa), "#8da0cb")]
+    for i, (label, h, err, color) in enumerate(bars):
+        right.bar(i, h, color=color,
+                  yerr=None if err is None else [[max(err[0], 0)], [max(err[1], 0)]], capsize=4)
+        right.text(i, max(h, 0), f"{h:.0f}", ha="center", va="bottom", fontsize=9)
+    right.set_xticks(range(len(bars)), [b[0] for b in bars])
+    right.axhline(0, color="black", linewidth=0.5)
+    right.set_ylabel("extra microseconds per call")
+    right.set_title(f"unfused - fused; bandwidth {run.bandwidth / 1e9:.1f} GB/s", fontsize=9)
+    fig.suptitle("softmax f32[1024,1024] with and without XLA's fusion pass", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+# ---- fused and unfused side by side in pytest-benchmark ---------------------------------------
+
+# pytest-benchmark times one function per test, so it cannot interleave variants or pin
+# threads in a process whose jax is already running; the claim's numbers therefore come from
+# timing.py's pinned, interleaved subprocess.  These two benchmarks exist so that
+# `pytest -m fusion --benchmark-compare` shows fused and unfused side by side against the last
+# saved run.  They run in this process, with each variant compiled single-partition
+# (cpu-parallel-task-assigner off) and Eigen single-threaded, the nearest in-process match.
+BENCH_OPTIONS = {"xla_cpu_multi_thread_eigen": False, "xla_disable_hlo_passes": "cpu-parallel-task-assigner"}
+
+
+@pytest.mark.parametrize("variant", ["fused", "unfused"])
+def test_benchmark_softmax_fusion(benchmark, variant):
+    import jax
+    cpu = jax.devices("cpu")[0]
+    x = jax.device_put(_x(), cpu)
+    options = dict(BENCH_OPTIONS)
+    if variant == "unfused":
+        options["xla_disable_hlo_passes"] += "," + ",".join(PASSES)
+    compiled = jax.jit(softmax).lower(x).compile(compiler_options=options)
+    benchmark.group = "softmax f32[1024,1024]: fusion pass on/off"
+    benchmark.extra_info.update(variant=variant, options=options,
+                                bytes_accessed=compiled.cost_analysis()["bytes accessed"])
+    out = benchmark.pedantic(lambda: compiled(x).block_until_ready(), rounds=50, iterations=5,
+                             warmup_rounds=5)
+    assert out.shape == X_SHAPE and math.isclose(float(out.sum()), X_SHAPE[0], rel_tol=1e-3)
