@@ -8,6 +8,7 @@ the file, and exit code 2, never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -84,6 +85,14 @@ def run_traffic(args) -> int:
         except (ValueError, xla_private.XlaPrivateApiError) as e:
             xla_error = str(e)
 
+    try:
+        _report(args, traffic, ba_path, xla_error)
+    except BrokenPipeError:  # e.g. piped into `head`: the reader has what it wanted
+        sys.stdout = open(os.devnull, "w")
+    return 0
+
+
+def _report(args, traffic, ba_path, xla_error) -> None:
     if args.json:
         data = traffic.as_dict()
         if ba_path:
@@ -92,9 +101,8 @@ def run_traffic(args) -> int:
             data["xla_error"] = xla_error
         json.dump(data, sys.stdout, indent=2)
         print()
-        return 0
+        return
     _print_table(traffic, ba_path, xla_error)
-    return 0
 
 
 def _print_table(traffic, ba_path, xla_error) -> None:

@@ -578,37 +578,52 @@ class _Builder:
             once = self.rules.instruction(self.module.entry, inst)
             ours_once = sum(k.bytes_accessed for k in self.kernels
                             if k.entry_instruction == inst.name)
+            body = self.module.computations[_attr_name(inst, "body")]
+            cond = self.module.computations[_attr_name(inst, "condition")]
+            inner = self._inner_differences([body, cond])
             if n is None:
                 return (f"while loop with no known trip count: both count one iteration "
-                        f"(XLA {once:g} bytes, here {ours_once} bytes by the kernel rule)")
-            inner = self._inner_differences(inst)
+                        f"(XLA {once:g} bytes, here {ours_once} bytes); the rules differ at "
+                        + (", ".join(inner) or "no single instruction"))
             text = (f"while loop: XLA counts the body and the condition once ({once:g} bytes); "
                     f"here the body runs {n} times and the condition {n + 1} times "
                     f"(known_trip_count={n})")
             if inner:
                 text += "; within one iteration the rules also differ at " + ", ".join(inner)
             return text
+        if op == "call":
+            inner = self._inner_differences([self.module.computations[inst.called[0]]])
+            return (f"call: its kernels are those of {inst.called[0]}; the rules differ there at "
+                    + (", ".join(inner) or "no single instruction"))
+        if op == "conditional":
+            heaviest = max(inst.called, key=self.rules.computation)
+            inner = self._inner_differences([self.module.computations[heaviest]])
+            return (f"conditional: both count the branch that XLA rates heaviest ({heaviest}); "
+                    f"the rules differ there at " + (", ".join(inner) or "no single instruction"))
         if op == "fusion":
             return self._fusion_reason(self.module.entry, inst)
         if op == "custom-call":
             return "custom-call: XLA does not know its cost and reports -1"
         return None
 
-    def _inner_differences(self, loop: Instruction) -> list:
+    def _inner_differences(self, comps: list) -> list:
+        """'name (ours N, XLA M: why)' for each instruction of ``comps`` where the models differ."""
         out = []
-        for key in ("body", "condition"):
-            comp = self.module.computations[_attr_name(loop, key)]
+        for comp in comps:
             for inst in comp.instructions:
-                if inst.opcode in FREE_OPCODES and inst.opcode != "tuple":
-                    continue
                 xla = self.rules.instruction(comp, inst)
-                ours = 0 if inst.opcode in FREE_OPCODES else \
-                    sum(_leaf_bytes(comp.instruction(o).shape) for o in inst.operands) + \
-                    _leaf_bytes(inst.shape)
+                sub = _Builder(self.module)
+                sub.instruction(comp, inst, 1, "", inst.name)
+                ours = sum(k.total_read + k.total_written for k in sub.kernels)
                 if ours != xla:
-                    why = self._fusion_reason(comp, inst) if inst.opcode == "fusion" else \
-                        (_generic_reason(inst) if inst.opcode != "tuple" else
-                         "XLA counts the tuple's index table")
+                    if inst.opcode == "fusion":
+                        why = self._fusion_reason(comp, inst)
+                    elif inst.opcode == "tuple":
+                        why = "XLA counts the tuple's index table"
+                    elif inst.opcode in ("while", "call", "conditional"):
+                        why = f"nested {inst.opcode}"
+                    else:
+                        why = _generic_reason(inst)
                     out.append(f"{inst.name} (ours {ours}, XLA {xla:g}: {why})")
         return out
 
