@@ -162,3 +162,31 @@ def test_rules_hold_on_every_pass_snapshot(every_pass_attention):
         module = parse_module(text, source=str(path))
         assert sum(xla_rule_bytes(module).values()) == \
             xla_private.cost_analysis(text)["bytes accessed"], path.name
+
+
+def _gather_and_slices(x, idx):
+    return x[idx][:, 1:5] + jax.numpy.concatenate([x[:3], x[3:]])[idx].sum()
+
+
+def _branchy(x):
+    return jax.lax.cond(x.sum() > 0, lambda y: y * 2, lambda y: jax.numpy.sin(y), x)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_gather_and_slices, (f32(10, 8), np.array([1, 2, 3], np.int32))),
+    (_branchy, (f32(4, 4),)),
+], ids=["gather-slices", "conditional"])
+def test_other_rules_before_and_after_optimization(tmp_path, fn, args):
+    """Slices, gathers, calls and conditionals: XLA's total from the restated rules, and every
+    byte between the two models named, before and after optimization."""
+    jax.jit(fn).lower(*args).compile(compiler_options={
+        "xla_dump_to": str(tmp_path), "xla_dump_hlo_as_text": True})
+    for name in ("*.before_optimizations.txt", "*.cpu_after_optimizations.txt"):
+        path = next(tmp_path.glob(name))
+        text = path.read_text()
+        cost = xla_private.cost_analysis(text)
+        t = module_traffic(parse_module(text, source=str(path)), xla_cost=cost)
+        found = t.compare_with_xla()
+        assert all(d.instruction != "(unexplained)" for d in found), found
+        assert all(d.reason for d in found)
+        assert t.bytes_accessed - sum(d.ours - d.xla for d in found) == cost["bytes accessed"]
