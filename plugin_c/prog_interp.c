@@ -199,7 +199,7 @@ FLOAT_BINARY(float, f)
 FLOAT_BINARY(double, )
 
 /* Integers: wrapping arithmetic through the unsigned type U. */
-#define INT_KERNELS(T, U, SUF, TMIN)                                                       \
+#define INT_KERNELS(T, U, SUF, TMIN, BITS)                                                       \
   static void unary_##SUF(prog_opcode op, const T* a, T* o, int64_t n) {                  \
     switch (op) {                                                                          \
       case OP_NEGATE: for (int64_t i = 0; i < n; i++) o[i] = (T)(0 - (U)a[i]); break;      \
@@ -237,12 +237,26 @@ FLOAT_BINARY(double, )
       case OP_AND: for (int64_t i = 0; i < n; i++) o[i] = a[i] & b[i]; break;              \
       case OP_OR: for (int64_t i = 0; i < n; i++) o[i] = a[i] | b[i]; break;               \
       case OP_XOR: for (int64_t i = 0; i < n; i++) o[i] = a[i] ^ b[i]; break;              \
+      /* shifts by the bit width or more: 0, or the sign for arithmetic right shifts */     \
+      case OP_SHL:                                                                         \
+        for (int64_t i = 0; i < n; i++)                                                    \
+          o[i] = (U)b[i] >= BITS ? 0 : (T)((U)a[i] << b[i]);                               \
+        break;                                                                             \
+      case OP_SHRL:                                                                        \
+        for (int64_t i = 0; i < n; i++)                                                    \
+          o[i] = (U)b[i] >= BITS ? 0 : (T)((U)a[i] >> b[i]);                               \
+        break;                                                                             \
+      case OP_SHRA:                                                                        \
+        for (int64_t i = 0; i < n; i++)                                                    \
+          o[i] = (U)b[i] >= BITS ? (a[i] < 0 ? -1 : 0)                                     \
+                                 : (T)(a[i] < 0 ? ~(~(U)a[i] >> b[i]) : (U)a[i] >> b[i]);  \
+        break;                                                                             \
       default: break;                                                                      \
     }                                                                                      \
   }
 
-INT_KERNELS(int32_t, uint32_t, s32, INT32_MIN)
-INT_KERNELS(int64_t, uint64_t, s64, INT64_MIN)
+INT_KERNELS(int32_t, uint32_t, s32, INT32_MIN, 32u)
+INT_KERNELS(int64_t, uint64_t, s64, INT64_MIN, 64u)
 
 /* pred is a one-bit integer: + is or, * is and, max is or, min is and. */
 static void unary_pred(prog_opcode op, const uint8_t* a, uint8_t* o, int64_t n) {

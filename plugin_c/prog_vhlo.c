@@ -348,7 +348,8 @@ static const op_row binary_ops[] = {
     {"add_v1", OP_ADD}, {"subtract_v1", OP_SUB}, {"multiply_v1", OP_MUL},
     {"divide_v1", OP_DIV}, {"remainder_v1", OP_REM}, {"power_v1", OP_POW},
     {"maximum_v1", OP_MAX}, {"minimum_v1", OP_MIN}, {"and_v1", OP_AND}, {"or_v1", OP_OR},
-    {"xor_v1", OP_XOR}, {"atan2_v1", OP_ATAN2}, {NULL, 0}};
+    {"xor_v1", OP_XOR}, {"atan2_v1", OP_ATAN2}, {"shift_left_v1", OP_SHL},
+    {"shift_right_arithmetic_v1", OP_SHRA}, {"shift_right_logical_v1", OP_SHRL}, {NULL, 0}};
 
 static int lookup(const op_row* rows, const char* name) {
   for (int k = 0; rows[k].name != NULL; k++)
@@ -455,6 +456,12 @@ static void lower_op(lowering* L, prog_insn* in) {
     elementwise_checks(L, in, true);
     check(v, operand(L, 0)->dtype == in->shape.dtype && operand(L, 1)->dtype == in->shape.dtype,
           "element types differ");
+    bool int_only = in->op == OP_SHL || in->op == OP_SHRA || in->op == OP_SHRL;
+    bool bits_only = int_only || in->op == OP_AND || in->op == OP_OR || in->op == OP_XOR;
+    if ((bits_only && is_float(in->shape.dtype)) || (int_only && in->shape.dtype == PROG_PRED) ||
+        (in->op == OP_ATAN2 && !is_float(in->shape.dtype)))
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
+                  v->op);
   } else if (strcmp(name, "compare_v1") == 0) {
     in->op = OP_COMPARE;
     expect_operands(L, 2);
