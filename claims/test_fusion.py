@@ -38,8 +38,10 @@ from pytest_dumpref.timing import DISPATCH, STREAM, TimingPlan, run_plan
 pytestmark = pytest.mark.fusion
 
 X_SHAPE = (1024, 1024)      # ~f32[1024,1024]: fusion effects measurable, allocation not dominant
-PASSES = ["fusion"]         # on CPU the decision is this pass's; the library rewriter and the
-                            # fusion wrapper run in both variants and do the same in both
+PASSES = ["fusion"]         # on CPU the decision is this pass's.  The library rewriter runs
+                            # before it in both variants and does the same in both (disabling it
+                            # would change the program fusion sees: exp leaves YNNPACK); the
+                            # fusion wrapper moves no bytes (checked in claim 2).
 PROVENANCE = dict(dtype="f32", shapes={"x": X_SHAPE})
 
 # What CpuInstructionFusion::IsExpensive says about the opcodes met here (f32 elements):
@@ -52,8 +54,12 @@ LOOP_FUSIBLE_NON_ELEMENTWISE = {"bitcast", "broadcast", "concatenate", "dynamic-
                                 "reshape", "reverse", "slice", "transpose"}
 
 
-def _x() -> np.ndarray:
-    return np.random.default_rng(0).standard_normal(X_SHAPE).astype(np.float32)
+def _x():
+    """The scores, committed to jax's CPU device so that every compile below targets XLA's
+    CPU compiler even when a plugin device (this project's own) claims the default."""
+    import jax
+    x = np.random.default_rng(0).standard_normal(X_SHAPE).astype(np.float32)
+    return jax.device_put(x, jax.devices("cpu")[0])
 
 
 def _around_pass(d, pass_name: str):
@@ -227,6 +233,12 @@ def test_unfused_bytes_match_prediction(dump, unfused, evidence):
     assert xla_u - xla_f == predicted_written + predicted_read
     assert (t_f.bytes_accessed, t_u.bytes_accessed) == (xla_f, xla_u)
 
+    # "fusion" is exactly the pass that matters: the fusion wrapper, which runs after it and
+    # wraps each leftover instruction in a kernel of its own, moves no bytes either way.
+    bare = unfused(softmax, x, passes=PASSES + ["fusion-wrapper"])
+    evidence.number("XLA bytes accessed, without fusion and fusion-wrapper", bare.traffic, unit="B")
+    assert bare.traffic == t_u.bytes_accessed
+
 
 # ---- 3. the time, predicted at the measured bandwidth, then measured ---------------------------
 
@@ -297,6 +309,16 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     evidence.figure("predicted against measured, fused against unfused",
                     _figure(run, predicted, tmp_path / "fusion-prediction.png"))
 
+    # Allocation must not dominate: the fresh pages a call touches (minor page faults, 4 KiB
+    # each) stay under a tenth of the traffic being predicted.  The unfused program allocates
+    # its 4 MiB temporary per call; after warm-up the allocator serves it without faulting
+    # most of the time, and a round's fastest call is one that did not fault.
+    page = 4096
+    for name in ("fused", "without fusion"):
+        faults = run.variants[name].minor_faults_per_call
+        assert faults * page < 0.1 * extra_bytes, (
+            f"{name}: {faults:.0f} page faults per call; allocation, not traffic, would be timed")
+
     assert abs(aa) <= AA_LIMIT * predicted, (
         f"A/A control differs by {aa * 1e6:.1f} us, more than {AA_LIMIT:.0%} of the predicted "
         f"{predicted * 1e6:.1f} us: this run was too noisy to judge the prediction")
@@ -353,6 +375,49 @@ def _figure(run, predicted: float, path: Path) -> Path:
     fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+# ---- 4. why this size ------------------------------------------------------------------------
+
+BIG = (4096, 4096)
+
+
+@pytest.mark.claim(
+    "The decision belongs to the size studied: at f32[4096,4096] XLA's library rewriter hands "
+    "the whole softmax to a single YNNPACK kernel, so the fusion pass has nothing to decide and "
+    "disabling it changes nothing; and every call there faults in its entire 64 MiB output, so a "
+    "timing at that size would measure allocation, not the traffic a fusion saves.",
+    section="fusion")
+@pytest.mark.provenance(dtype="f32", shapes={"x": BIG},
+                        method="every-pass XLA dump; unfused fixture; pytest_dumpref.timing "
+                        "(pinned single thread) minor page faults per call")
+def test_large_size_has_no_decision_and_times_allocation(dump, unfused, evidence):
+    import jax
+    from pytest_dumpref.xla.dump import DumpError
+
+    x = jax.device_put(np.zeros(BIG, np.float32), jax.devices("cpu")[0])
+    d = dump(softmax, x)
+    kernels = [i for i in d.optimized.entry.instructions if i.opcode not in ("parameter", "constant")]
+    evidence.excerpt("optimized entry computation at f32[4096,4096]", _entry_excerpt(d.optimized), lang="hlo")
+    evidence.number("kernels in the optimized program", len(kernels))
+    assert len(kernels) == 1 and kernels[0].fusion_kind == "kCustom" and "__ynn_fusion" in kernels[0].line
+    changed = d.passes_that_changed()
+    evidence.note("Passes that changed the module at this size, in order: " + ", ".join(changed) + ".")
+    assert "dot-library-rewriter" in changed and "fusion" not in changed
+    with pytest.raises(DumpError, match="unchanged|never changed"):
+        unfused(softmax, x, passes=PASSES)
+
+    run = run_plan(TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", BIG),),
+                              variants={"softmax": {}}, stream_shape=BIG,
+                              rounds=3, calls_per_round=3, warmup_calls=2))
+    pages = x.size * x.dtype.itemsize // 4096
+    faults = run.variants["softmax"].minor_faults_per_call
+    evidence.number("4 KiB pages in the output", pages)
+    evidence.number("minor page faults per call (pinned single thread)", faults, tolerance=0.1)
+    evidence.table("per-call times at f32[4096,4096], pinned single thread", run.table())
+    # The allocator returns a buffer this large to the system after each call (above glibc's
+    # largest mmap threshold, 32 MiB), so the next call touches fresh pages again.
+    assert faults >= 0.9 * pages
 
 
 # ---- fused and unfused side by side in pytest-benchmark ---------------------------------------
