@@ -16,8 +16,8 @@ The decision studied: the pass fuses ``broadcast.1`` into ``multiply`` but refus
 argue that decision from XLA's CPU fusion policy, predict what undoing the fusions costs
 (bytes exactly, time at the bandwidth measured in the same run), and verify both.
 
-Rules cited (openxla/xla; the compiler's reason strings quoted by the claims are the strings
-these functions return):
+Rules cited (openxla/xla, read at 0725a3a9 for cpu_instruction_fusion.cc; the reason strings
+the compiler logged in this run are the strings these functions return):
   xla/service/cpu/cpu_instruction_fusion.cc  CpuInstructionFusion::ShouldFuse, CanBeLoopFused,
                                              CpuInstructionFusion::IsExpensive
   xla/service/instruction_fusion.cc          InstructionFusion::ShouldFuse (FusionWouldDuplicate,
@@ -27,13 +27,12 @@ these functions return):
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_dumpref.examples import softmax
-from pytest_dumpref.timing import DISPATCH, STREAM, TimingPlan, run_plan
+from pytest_dumpref.timing import TimingPlan, plot_prediction, run_plan
 
 pytestmark = pytest.mark.fusion
 
@@ -164,6 +163,8 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     evidence.number("elements of the broadcast per reciprocal (reuse factor)", reuse)
     evidence.number("divides executed as compiled", divide.shape.element_count)
     evidence.number("divides had the reciprocal been fused into the multiply", bcast.shape.element_count)
+    saved_bytes = 2 * divide.shape.byte_size    # the reciprocals written once and read once
+    extra_divides = bcast.shape.element_count - divide.shape.element_count
     evidence.note(
         "Fusibility first: CpuInstructionFusion::ShouldFuse (xla/service/cpu/cpu_instruction_fusion.cc) "
         "refuses producers that CanBeLoopFused rejects before it weighs any cost; that is why the "
@@ -172,7 +173,8 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
         "CpuInstructionFusion::IsExpensive calls expensive (a floating-point divide is; only integer "
         "division by a constant is cheap) into a consumer that ReusesOperandElements for it "
         "(instruction_fusion.cc; a broadcast reuses its operand, HloInstruction::OperandElementUse). "
-        "Fusing the reciprocal would trade 8 KiB of memory traffic for 1,047,552 extra divides. "
+        f"Fusing the reciprocal would trade {saved_bytes:,} bytes of memory traffic for "
+        f"{extra_divides:,} extra divides. "
         "The broadcast, cheap and with a single user, passes InstructionFusion::ShouldFuse's "
         "duplication test (FusionWouldDuplicate) and is fused: the f32[1024,1024] it would "
         "produce never exists in memory.")
@@ -307,7 +309,9 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     evidence.table("per-call times, pinned single thread", run.table())
     evidence.note("Method: " + run.method() + ".")
     evidence.figure("predicted against measured, fused against unfused",
-                    _figure(run, predicted, tmp_path / "fusion-prediction.png"))
+                    plot_prediction(run, "fused", "without fusion", predicted,
+                                    tmp_path / "fusion-prediction.png", aa="fused, compiled again (A/A)",
+                                    title="softmax f32[1024,1024] with and without XLA's fusion pass"))
 
     # Allocation must not dominate: the fresh pages a call touches (minor page faults, 4 KiB
     # each) stay under a tenth of the traffic being predicted.  The unfused program allocates
@@ -325,56 +329,6 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     assert abs(ratio - 1) <= TIME_TOLERANCE, (
         f"measured {measured * 1e6:.1f} us vs predicted {predicted * 1e6:.1f} us "
         f"(ratio {ratio:.2f}): the bandwidth model does not explain the unfused program's time")
-
-
-def _figure(run, predicted: float, path: Path) -> Path:
-    """Left: per-call medians of fused, its A/A copy and unfused.  Right: the extra time per
-    call, predicted (extra bytes / bandwidth) against measured (median of the paired rounds,
-    bars from its quartiles), with the A/A difference for scale.  PNG without timestamps or
-    version strings, so equal numbers give equal bytes."""
-    import statistics
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    us = 1e6
-    v = run.variants
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.6), dpi=100,
-                                      gridspec_kw={"width_ratios": [3, 3]})
-    names = [("fused", "fused"), ("fused, compiled again (A/A)", "fused (A/A)"),
-             ("without fusion", "unfused")]
-    heights = [v[n].median * us for n, _ in names]
-    left.bar([label for _, label in names], heights, color=["#4c72b0", "#8da0cb", "#c44e52"])
-    for i, h in enumerate(heights):
-        left.text(i, h, f"{h:.0f}", ha="center", va="bottom", fontsize=9)
-    left.set_ylabel("microseconds per call (median)")
-    left.set_title("per call, pinned single thread", fontsize=9)
-
-    def quartiles(a, b):
-        q = statistics.quantiles([d * us for d in run.paired_differences(a, b)], n=4)
-        return q[0], q[2]
-
-    measured = run.difference("fused", "without fusion") * us
-    aa = run.difference("fused", "fused, compiled again (A/A)") * us
-    lo, hi = quartiles("fused", "without fusion")
-    alo, ahi = quartiles("fused", "fused, compiled again (A/A)")
-    bars = [("predicted", predicted * us, None, "#dd8452"),
-            ("measured", measured, (measured - lo, hi - measured), "#c44e52"),
-            ("A/A", aa, (aa - alo, ahi - aa), "#8da0cb")]
-    for i, (label, h, err, color) in enumerate(bars):
-        right.bar(i, h, color=color,
-                  yerr=None if err is None else [[max(err[0], 0)], [max(err[1], 0)]], capsize=4)
-        right.text(i, max(h, 0), f"{h:.0f}", ha="center", va="bottom", fontsize=9)
-    right.set_xticks(range(len(bars)), [b[0] for b in bars])
-    right.axhline(0, color="black", linewidth=0.5)
-    right.set_ylabel("extra microseconds per call")
-    right.set_title(f"unfused - fused; bandwidth {run.bandwidth / 1e9:.1f} GB/s", fontsize=9)
-    fig.suptitle("softmax f32[1024,1024] with and without XLA's fusion pass", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, format="png", metadata={"Software": None})
-    plt.close(fig)
-    return path
 
 
 # ---- 4. why this size ------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 SINGLE_THREAD_XLA_FLAGS = ("--xla_cpu_multi_thread_eigen=false",)
@@ -189,6 +190,64 @@ def run_plan(plan: TimingPlan) -> TimingResult:
     variants = {name: VariantTiming(**v) for name, v in raw["variants"].items()}
     return TimingResult(plan=plan, variants=variants, orders=raw["orders"], cpu=raw["cpu"],
                         xla_flags=raw["xla_flags"], jax_version=raw["jax_version"])
+
+
+def plot_prediction(result: TimingResult, base: str, other: str, predicted_seconds: float,
+                    path, *, aa: str | None = None, title: str = "") -> Path:
+    """A two-panel PNG: left, per-call times of ``base``, its A/A copy and ``other``; right,
+    the extra time per call of ``other`` over ``base``, predicted against measured (median of
+    the paired rounds, whiskers at its quartiles), with the A/A difference for scale.
+
+    Written without timestamps or version strings: equal numbers give equal bytes.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    us = 1e6
+    v = result.variants
+    left_names = [base] + ([aa] if aa else []) + [other]
+    colors = {base: "#4c72b0", other: "#c44e52", aa: "#8da0cb"}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.6), dpi=100)
+    heights = [v[n].median * us for n in left_names]
+    left.bar(range(len(left_names)), heights, color=[colors[n] for n in left_names])
+    labels = {base: _short(base), other: _short(other), aa: "A/A copy"}
+    left.set_xticks(range(len(left_names)), [labels[n] for n in left_names], fontsize=8)
+    for i, h in enumerate(heights):
+        left.text(i, h, f"{h:.0f}", ha="center", va="bottom", fontsize=9)
+    left.set_ylabel("microseconds per call")
+    left.set_title("per call (median over rounds of the fastest call)", fontsize=9)
+
+    def bar(a, b):
+        diffs = [d * us for d in result.paired_differences(a, b)]
+        mid = statistics.median(diffs)
+        q = statistics.quantiles(diffs, n=4) if len(diffs) > 1 else [mid, mid, mid]
+        return mid, (max(mid - q[0], 0.0), max(q[2] - mid, 0.0))
+
+    bars = [("predicted", predicted_seconds * us, None, "#dd8452"),
+            ("measured", *bar(base, other), colors[other])]
+    if aa:
+        bars.append(("A/A", *bar(base, aa), colors[aa]))
+    for i, (_, h, err, color) in enumerate(bars):
+        right.bar(i, h, color=color, capsize=4,
+                  yerr=None if err is None else [[err[0]], [err[1]]])
+        right.text(i + 0.05, max(h, 0.0), f"{h:.0f}", ha="left", va="bottom", fontsize=9)
+    right.set_xticks(range(len(bars)), [b[0] for b in bars])
+    right.axhline(0, color="black", linewidth=0.5)
+    right.set_ylabel("extra microseconds per call")
+    right.set_title(f"{_short(other)} - {_short(base)}; bandwidth {result.bandwidth / 1e9:.1f} GB/s",
+                    fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= 16 else name[:14] + "…"
 
 
 # ---- the subprocess side ---------------------------------------------------------------------

@@ -98,3 +98,14 @@ def test_failure_in_subprocess_names_the_program():
                      variants={"a": {}}, stream_shape=(8, 8), rounds=1, calls_per_round=1, warmup_calls=0)
     with pytest.raises(TimingError, match="timing pytest_dumpref.examples:layernorm failed"):
         run_plan(bad)
+
+
+def test_prediction_figure_is_deterministic(tmp_path):
+    from pytest_dumpref.timing import plot_prediction
+    r = _result({"a": [1e-3, 1.1e-3, 1e-3], "a again": [1e-3, 1.05e-3, 1e-3], "b": [1.4e-3, 1.5e-3, 1.4e-3],
+                 STREAM: [11e-6, 12e-6, 11e-6], DISPATCH: [1e-6, 2e-6, 1e-6]},
+                {"a": 0, "a again": 0, "b": 0, STREAM: 1000.0, DISPATCH: 64.0})
+    one = plot_prediction(r, "a", "b", 4e-4, tmp_path / "one.png", aa="a again", title="t")
+    two = plot_prediction(r, "a", "b", 4e-4, tmp_path / "two.png", aa="a again", title="t")
+    assert one.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert one.read_bytes() == two.read_bytes()
