@@ -1,0 +1,149 @@
+"""Study 3: the PJRT device, built from nothing and measured, not asserted.
+
+Every table here comes from the measured map (pytest_dumpref/pjrt/pjrt_map.py): jax runs in a
+subprocess against the plugin built in this session, with the plugin's call trace on; then each
+implemented entry point that jax called is knocked out in turn (DUMPREF_PJRT_DISABLE), and the
+failure it caused is kept as the reason the device needs it.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_dumpref.pjrt.pjrt_map import ERROR_CHANNEL, LEVELS
+
+pytestmark = pytest.mark.pjrt
+
+METHOD = "call trace + knock-out of each entry point, jax in a subprocess"
+LEVEL2_ARRAYS = "f32[4,3] (transposed view), s8[] (0-d), pred[0,3] (empty), bf16[6]"
+
+
+def _observe_level_arrays(evidence):
+    evidence.observe(params={"x": ("f32", (4, 3))})
+
+
+def _compress(calls):
+    """Consecutive repeats folded: the call order stays readable."""
+    rows = []
+    for name in calls:
+        if rows and rows[-1][0] == name:
+            rows[-1][1] += 1
+        else:
+            rows.append([name, 1])
+    return [{"#": i + 1, "entry point": n, "times in a row": k} for i, (n, k) in enumerate(rows)]
+
+
+@pytest.mark.claim("jax.devices() on this machine lists the dumpref device, loaded from the "
+                   "library built in this run.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
+def test_jax_lists_the_device_built_in_this_run(pjrt_plugin, evidence):
+    run = pjrt_plugin.run_jax(
+        "import hashlib, json\n"
+        "devs = [str(d) for d in jax.devices()]\n"
+        "libs = sorted({l.split()[-1] for l in open('/proc/self/maps') if 'dumpref_pjrt' in l})\n"
+        "print(json.dumps({'devices': devs, 'platform': jax.devices()[0].platform,"
+        " 'libs': [[p, hashlib.sha256(open(p, 'rb').read()).hexdigest()] for p in libs]}))\n",
+        env={"DUMPREF_PJRT_PRIORITY": "500"}, trace=False)
+    assert run.ok, run.why
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    evidence.excerpt("jax.devices() with the plugin registered above the CPU backend "
+                     "(DUMPREF_PJRT_PRIORITY=500)", "\n".join(got["devices"]))
+    evidence.note("By default the plugin registers below jax's CPU backend, so a bare jnp.ones "
+                  "stays on the CPU; the device is then reached by name, jax.devices('dumpref').")
+    _observe_level_arrays(evidence)
+    assert got["platform"] == "dumpref"
+    assert [sha for _, sha in got["libs"]] == [pjrt_plugin.sha256]
+    assert got["libs"][0][0] == str(pjrt_plugin.path)
+
+
+def _claim_level(pjrt_map, evidence, number):
+    m = pjrt_map.level(number)
+    earlier = set()
+    for lm in pjrt_map.levels:
+        if lm.level.number < number:
+            earlier |= set(lm.needed_names)
+    rows = [r for r in pjrt_map.first_need_table() if r["level"] == number]
+    evidence.table(f"Level {number} ({m.level.goal}): entry points in the order they had to be "
+                   "filled, and what broke without each", rows)
+    evidence.number(f"entry points level {number} needs", len(m.needed))
+    evidence.number(f"of them new at level {number}", len(rows))
+    evidence.number(f"distinct entry points jax calls at level {number}",
+                    len(set(m.calls)))
+    evidence.table(f"Called at level {number}, implemented, but not needed (knocked out, the "
+                   "level still passed)", [{"entry point": k, "result": v}
+                                           for k, v in m.not_needed.items()] or
+                   [{"entry point": "(none)", "result": ""}])
+    if m.unimplemented_called:
+        evidence.note(f"jax also called {', '.join(m.unimplemented_called)}, which answers "
+                      "UNIMPLEMENTED, and carried on; it read that answer through "
+                      + "; ".join(f"{k} ({v})" for k, v in m.error_reads.items()) + ".")
+    evidence.excerpt(f"Level {number} snippet (run in a fresh Python)", m.level.code, lang="python")
+    return m, rows
+
+
+@pytest.mark.claim("Listing the device (level 1) needs exactly the entry points in the table, "
+                   "filled in the order shown; without any one of them jax fails or aborts, "
+                   "for the reason shown.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
+def test_level1_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
+    _observe_level_arrays(evidence)
+    m, rows = _claim_level(pjrt_map, evidence, 1)
+    assert m.needed and all(n.why for n in m.needed)
+    assert m.needed_names[:2] == ["PJRT_Plugin_Initialize", "PJRT_Client_Create"]
+
+
+@pytest.mark.claim("Holding arrays (level 2: device_put, np.asarray, delete) needs the level-1 "
+                   "entry points plus the ones in the table, in the order shown, each with what "
+                   "broke without it.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
+def test_level2_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
+    _observe_level_arrays(evidence)
+    evidence.note(f"Level-2 arrays: {LEVEL2_ARRAYS}.")
+    m, rows = _claim_level(pjrt_map, evidence, 2)
+    assert rows and all(r["why (what broke without it)"] for r in rows)
+    assert set(pjrt_map.level(1).needed_names) <= set(m.needed_names) | set(ERROR_CHANNEL)
+
+
+@pytest.mark.claim("The structs the device had to fill, level by level, are the ones in the "
+                   "table; each is needed by at least one entry point the knock-out showed "
+                   "indispensable.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
+def test_structs_filled_level_by_level(pjrt_plugin, pjrt_map, evidence):
+    _observe_level_arrays(evidence)
+    seen, rows = {}, []
+    for r in pjrt_map.first_need_table():
+        key = r["struct"]
+        if key not in seen:
+            seen[key] = len(rows)
+            rows.append({"first level": r["level"], "struct": f"PJRT_{key}",
+                         "first needed entry point": r["entry point"], "entry points needed": 0})
+        rows[seen[key]]["entry points needed"] += 1
+    evidence.table("Structs (PJRT objects) in the order the device had to fill them", rows)
+    evidence.number("structs filled", len(rows))
+    assert {r["struct"] for r in rows} >= {"PJRT_Client", "PJRT_Device", "PJRT_Buffer"}
+
+
+@pytest.mark.claim("jax calls the entry points in the order listed (the full call trace of "
+                   "level 2, repeats folded).", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
+def test_call_order_jax_uses(pjrt_plugin, pjrt_map, evidence):
+    _observe_level_arrays(evidence)
+    calls = pjrt_map.level(2).calls
+    evidence.table("Level 2 call trace, in call order", _compress(calls))
+    evidence.number("calls in the level-2 trace", len(calls))
+    assert calls[:2] == ["PJRT_Plugin_Initialize", "PJRT_Client_Create"]
+    assert calls.index("PJRT_Client_BufferFromHostBuffer") < calls.index("PJRT_Buffer_ToHostBuffer")
+
+
+@pytest.mark.claim("The needed entry points alone suffice: with every other implemented entry "
+                   "point knocked out at once, both levels still pass.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
+def test_needed_set_suffices(pjrt_plugin, pjrt_map, evidence):
+    _observe_level_arrays(evidence)
+    evidence.number("entry points in the PJRT_Api table", len(pjrt_plugin.api.slot_names))
+    evidence.number("entry points the device implements", len(pjrt_map.implemented))
+    for lm in pjrt_map.levels:
+        evidence.number(f"needed by level {lm.level.number}", len(lm.needed))
+    evidence.number("knock-out runs", pjrt_map.runs)
+    assert all(lm.sufficient for lm in pjrt_map.levels), [lm.sufficiency_why for lm in pjrt_map.levels]
