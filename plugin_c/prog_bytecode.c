@@ -34,6 +34,10 @@ void prog_fail(prog_ctx* ctx, int code, const char* fmt, ...) {
     ctx->status->code = code;
     vsnprintf(ctx->status->message, sizeof ctx->status->message, fmt, ap);
     va_end(ap);
+    /* names quoted from a damaged artifact may hold any bytes: keep messages printable ASCII,
+     * so they survive every consumer (jaxlib turns them into Python strings) */
+    for (char* m = ctx->status->message; *m; m++)
+      if (*m < 0x20 || *m > 0x7e) *m = '?';
   }
   longjmp(ctx->on_error, 1);
 }
