@@ -1,0 +1,152 @@
+"""Compile and execute through the PJRT C API directly (cffi, no jax): what the executable
+answers, and errors -- not crashes -- for bad programs, bad inputs and a destroyed client."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import prog_artifacts as pa
+from pytest_dumpref.pjrt.abi import PjrtApi, PjrtError
+from pytest_dumpref.pjrt.build import build_plugin
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return pa.corpus(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    return PjrtApi(build_plugin(tmp_path_factory.mktemp("prog-pjrt")).path)
+
+
+@pytest.fixture
+def client(api):
+    c = api.create_client()
+    yield c
+    api.destroy_client(c)
+
+
+def compile_program(api, client, code: bytes, fmt=b"mlir", options=b""):
+    ffi = api.ffi
+    keep = [ffi.new("char[]", code), ffi.new("char[]", fmt), ffi.new("char[]", options or b"\0")]
+    program = ffi.new("PJRT_Program*")
+    program.struct_size = ffi.sizeof("PJRT_Program")
+    program.code, program.code_size = keep[0], len(code)
+    program.format, program.format_size = keep[1], len(fmt)
+    args = api.call("PJRT_Client_Compile", client=client, program=program,
+                    compile_options=keep[2], compile_options_size=len(options))
+    return args.executable
+
+
+def execute(api, loaded, buffers, n_out):
+    ffi = api.ffi
+    arg_list = ffi.new("PJRT_Buffer*[]", buffers or 1)
+    arg_lists = ffi.new("PJRT_Buffer**[]", [arg_list])
+    outs = ffi.new("PJRT_Buffer*[]", max(n_out, 1))
+    out_lists = ffi.new("PJRT_Buffer**[]", [outs])
+    events = ffi.new("PJRT_Event*[]", 1)
+    options = ffi.new("PJRT_ExecuteOptions*")
+    options.struct_size = ffi.sizeof("PJRT_ExecuteOptions")
+    api.call("PJRT_LoadedExecutable_Execute", executable=loaded, options=options,
+             argument_lists=arg_lists, num_devices=1, num_args=len(buffers),
+             output_lists=out_lists, device_complete_events=events)
+    return [outs[k] for k in range(n_out)], events[0]
+
+
+def destroy_loaded(api, loaded):
+    api.call("PJRT_LoadedExecutable_Destroy", executable=loaded)
+
+
+def test_compile_execute_and_queries(api, client, folder):
+    data, ins, expected = pa.load_case(folder, "softmax")
+    loaded = compile_program(api, client, data)
+    exe = api.call("PJRT_LoadedExecutable_GetExecutable", loaded_executable=loaded).executable
+    assert api.call("PJRT_Executable_NumOutputs", executable=exe).num_outputs == 1
+    types = api.call("PJRT_Executable_OutputElementTypes", executable=exe)
+    assert types.num_output_types == 1 and types.output_types[0] == api.lib.PJRT_Buffer_Type_F32
+    dims = api.call("PJRT_Executable_OutputDimensions", executable=exe)
+    assert dims.num_outputs == 1 and dims.dim_sizes[0] == 2 and list(dims.dims[0:2]) == [8, 32]
+    name = api.call("PJRT_Executable_Name", executable=exe)
+    assert api.ffi.string(name.executable_name, name.executable_name_size) == b"jit_softmax"
+    fp = api.call("PJRT_Executable_Fingerprint", executable=exe)
+    assert fp.executable_fingerprint_size == 16
+    devices = api.call("PJRT_LoadedExecutable_AddressableDevices", executable=loaded)
+    assert devices.num_addressable_devices == 1
+    assert devices.addressable_devices[0] == api.first_device(client)
+    da = api.call("PJRT_LoadedExecutable_GetDeviceAssignment", executable=loaded)
+    assert da.serialized_bytes_size > 0
+    api.call("PJRT_Executable_Destroy", executable=exe)
+
+    device = api.first_device(client)
+    x = api.buffer_from_numpy(client, device, ins[0])
+    (out,), event = execute(api, loaded, [x], 1)
+    assert api.call("PJRT_Event_IsReady", event=event).is_ready
+    api.call("PJRT_Event_Await", event=event)
+    api.destroy_event(event)
+    got = api.to_numpy(out, np.float32)
+    assert float(np.max(np.abs(got - expected[0]))) <= 1e-5 * float(np.max(np.abs(expected[0])))
+    for b in (x, out):
+        api.destroy_buffer(b)
+    destroy_loaded(api, loaded)
+
+
+@pytest.mark.parametrize("fmt, code, expected", [
+    (b"hlo", b"\x08\x01", "INVALID_ARGUMENT"),
+    (b"mlir", b"module {}", "INVALID_ARGUMENT"),
+    (b"mlir", b"ML\xefR\x0d", "INVALID_ARGUMENT"),
+])
+def test_compile_refuses_other_formats_and_garbage(api, client, fmt, code, expected):
+    with pytest.raises(PjrtError) as err:
+        compile_program(api, client, code, fmt=fmt)
+    assert err.value.code_name == expected
+    assert "PJRT_Client_Compile" in err.value.message
+
+
+def test_compile_names_an_unsupported_op(api, client, folder):
+    data, _, _ = pa.load_case(folder, "softmax")
+    with pytest.raises(PjrtError) as err:
+        compile_program(api, client, data.replace(b"exponential_v1\x00", b"exponential_v9\x00"))
+    assert err.value.code_name == "UNIMPLEMENTED" and "vhlo.exponential_v9" in err.value.message
+
+
+def test_compile_options_with_two_replicas_are_refused(api, client, folder):
+    data, _, _ = pa.load_case(folder, "add_one")
+    # CompileOptionsProto { executable_build_options (3) { num_replicas (4): 2 } }
+    with pytest.raises(PjrtError) as err:
+        compile_program(api, client, data, options=b"\x1a\x02\x20\x02")
+    assert err.value.code_name == "UNIMPLEMENTED" and "2 replicas" in err.value.message
+    # ...and ones it cannot read are ignored
+    destroy_loaded(api, compile_program(api, client, data, options=b"\xff\xff\xff"))
+
+
+@pytest.mark.parametrize("bad", ["dtype", "shape", "count", "deleted"])
+def test_execute_rejects_bad_inputs(api, client, folder, bad):
+    data, ins, _ = pa.load_case(folder, "add_one")
+    loaded = compile_program(api, client, data)
+    device = api.first_device(client)
+    x = ins[0]
+    arrays = {"dtype": [x.astype(np.float64)], "shape": [x[:2].copy()], "count": [x, x],
+              "deleted": [x]}[bad]
+    buffers = [api.buffer_from_numpy(client, device, a) for a in arrays]
+    if bad == "deleted":
+        api.call("PJRT_Buffer_Delete", buffer=buffers[0])
+    with pytest.raises(PjrtError) as err:
+        execute(api, loaded, buffers, 1)
+    assert err.value.code_name == "INVALID_ARGUMENT"
+    assert {"dtype": "expects f32[4]", "shape": "expects f32[4]", "count": "2 arguments",
+            "deleted": "deleted"}[bad] in err.value.message
+    for b in buffers:
+        api.destroy_buffer(b)
+    destroy_loaded(api, loaded)
+
+
+def test_execute_after_client_destroyed_is_an_error(api, folder):
+    data, _, _ = pa.load_case(folder, "add_one")
+    client = api.create_client()
+    loaded = compile_program(api, client, data)
+    api.destroy_client(client)
+    with pytest.raises(PjrtError) as err:
+        execute(api, loaded, [], 1)
+    assert err.value.code_name == "FAILED_PRECONDITION" and "destroyed" in err.value.message
+    destroy_loaded(api, loaded)
