@@ -192,6 +192,26 @@ def run_plan(plan: TimingPlan) -> TimingResult:
                         xla_flags=raw["xla_flags"], jax_version=raw["jax_version"])
 
 
+def cpu_caches(cpu: int) -> list:
+    """The data caches of ``cpu`` as Linux reports them (sysfs): level, size in bytes and the
+    CPUs sharing each; empty where sysfs does not say.  Tells a reader at which level of the
+    memory hierarchy a measured "bandwidth" lives."""
+    out = []
+    for d in sorted(Path(f"/sys/devices/system/cpu/cpu{cpu}/cache").glob("index*")):
+        try:
+            kind = (d / "type").read_text().strip()
+            if kind == "Instruction":
+                continue
+            size = (d / "size").read_text().strip()
+            scale = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(size[-1:], 1)
+            out.append({"level": int((d / "level").read_text()), "type": kind,
+                        "bytes": int(size.rstrip("KMG")) * scale,
+                        "shared with CPUs": (d / "shared_cpu_list").read_text().strip()})
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def plot_prediction(result: TimingResult, base: str, other: str, predicted_seconds: float,
                     path, *, aa: str | None = None, title: str = "") -> Path:
     """A two-panel PNG: left, per-call times of ``base``, its A/A copy and ``other``; right,

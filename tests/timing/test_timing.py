@@ -109,3 +109,11 @@ def test_prediction_figure_is_deterministic(tmp_path):
     two = plot_prediction(r, "a", "b", 4e-4, tmp_path / "two.png", aa="a again", title="t")
     assert one.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert one.read_bytes() == two.read_bytes()
+
+
+def test_cpu_caches_reads_sysfs_or_nothing():
+    from pytest_dumpref.timing import cpu_caches
+    caches = cpu_caches(0)
+    assert all(c["type"] in ("Data", "Unified") and c["bytes"] > 0 for c in caches)
+    assert [c["level"] for c in caches] == sorted(c["level"] for c in caches)
+    assert cpu_caches(10 ** 6) == []
