@@ -47,6 +47,13 @@ LEVELS = (
           "    x.delete()\n"
           "    assert x.is_deleted()\n"
           f"print({OK_MARK!r})\n"),
+    Level(3, "programs", "jax.jit(f)(x) compiles and runs on the device, matching numpy",
+          "dev = jax.devices('dumpref')[0]\n"
+          "a = np.arange(6, dtype=np.float32).reshape(2, 3)\n"
+          "y = jax.jit(lambda t: jnp.tanh(t) @ t.T + 1)(jax.device_put(a, dev))\n"
+          "assert y.devices() == {dev}, y.devices()\n"
+          "assert np.allclose(np.asarray(y), np.tanh(a) @ a.T + 1, rtol=1e-5), y\n"
+          f"print({OK_MARK!r})\n"),
 )
 
 #: Entry points that cannot be knocked out: they return void or carry the errors themselves.
