@@ -106,7 +106,7 @@ def _fusion_log(d):
                         "the pass's own decision log; rules of cpu_instruction_fusion.cc restated")
 def test_broadcast_fused_reciprocal_refused(dump, evidence):
     d = dump(softmax, _x())
-    before, after = _around_pass(d, "fusion")
+    before, _ = _around_pass(d, "fusion")
     divide, bcast, multiply = _normalisation(before.module)
     evidence.excerpt(f"entry computation before the fusion pass ({before.path.name})",
                      _entry_excerpt(before.module), lang="hlo")
@@ -216,8 +216,12 @@ def test_unfused_bytes_match_prediction(dump, unfused, evidence):
     evidence.table("prediction: what each fusion the pass made keeps out of memory", rows)
     evidence.number("predicted extra bytes written", predicted_written, unit="B")
     evidence.number("predicted extra bytes read", predicted_read, unit="B")
-    # The decision studied accounts for all but a rounding error of it.
-    assert predicted_written == 1024 * 1024 * 4 + 1024 * 4
+    # The decision studied (the f32[1024,1024] broadcast fused into the multiply) is nearly
+    # all of it; the rest is the f32[1024] broadcast of 1.0 fused into the divide.
+    _, bcast, _ = _normalisation(before.module)
+    share = 2 * bcast.shape.byte_size / (predicted_written + predicted_read)
+    evidence.number("share of the extra bytes due to the studied broadcast", share)
+    assert share > 0.99
 
     # Verification.
     plain = unfused(softmax, x, passes=PASSES)
@@ -248,11 +252,11 @@ def test_unfused_bytes_match_prediction(dump, unfused, evidence):
 # ---- 3. the time, predicted at the measured bandwidth, then measured ---------------------------
 
 # Tolerance on measured / predicted extra time.  Observed on this machine (2 shared cores,
-# pinned single thread, other engineers' test runs at load average 4-5): 0.95-1.00 over
-# eight runs.  0.25 passes that with room for a noisier day, and fails a prediction that
-# miscounts a whole 4 MiB stream (only the extra write counted: ratio ~2; read-for-ownership
-# counted as a third stream: ~0.67) or takes its bandwidth from a spec sheet rather than
-# from this machine (DRAM ~100 GB/s: ratio ~5).
+# pinned single thread, other engineers' test runs at load average 4-5): 0.95-1.12 over
+# thirteen runs, most within 0.95-1.02.  0.25 passes that with room for a noisier day, and
+# fails a prediction that miscounts a whole 4 MiB stream (only the extra write counted:
+# ratio ~2; read-for-ownership counted as a third stream: ~0.67) or takes its bandwidth from
+# a spec sheet rather than from this machine (DRAM ~100 GB/s: ratio ~5).
 TIME_TOLERANCE = 0.25
 # The A/A control (the fused program compiled twice, timed in the same rounds) must differ
 # by less than this fraction of the predicted effect, or the run was too noisy to judge.
@@ -382,8 +386,9 @@ def test_large_size_has_no_decision_and_times_allocation(dump, unfused, evidence
     evidence.number("4 KiB pages in the output", pages)
     evidence.number("minor page faults per call (pinned single thread)", faults, tolerance=0.1)
     evidence.table("per-call times at f32[4096,4096], pinned single thread", run.table())
-    # The allocator returns a buffer this large to the system after each call (above glibc's
-    # largest mmap threshold, 32 MiB), so the next call touches fresh pages again.
+    # One fault per page, every call: the buffer goes back to the system after each call and
+    # the next call touches fresh pages (consistent with glibc's malloc, which serves blocks
+    # above its largest mmap threshold, 32 MiB, straight from mmap and unmaps them on free).
     assert faults >= 0.9 * pages
 
 
