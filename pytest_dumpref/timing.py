@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-SINGLE_THREAD_XLA_FLAGS = ("--xla_cpu_multi_thread_eigen=false",)
+SINGLE_THREAD_XLA_FLAGS = ["--xla_cpu_multi_thread_eigen=false"]
 
 # Names of the two calibration kernels, timed in the same rounds as the plan's variants.
 STREAM = "calibration: stream y=2x"
@@ -165,10 +165,10 @@ class TimingResult:
 def run_plan(plan: TimingPlan) -> TimingResult:
     """Run ``plan`` in a pinned, single-threaded subprocess and return its timings."""
     env = dict(os.environ)
-    flags = env.get("XLA_FLAGS", "").split()
-    for f in SINGLE_THREAD_XLA_FLAGS:
-        if f not in flags:
-            flags.append(f)
+    # The caller's flags are kept, except any that set what the method fixes.
+    fixed = {f.split("=")[0] for f in SINGLE_THREAD_XLA_FLAGS}
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if f.split("=")[0] not in fixed]
+    flags += SINGLE_THREAD_XLA_FLAGS
     env["XLA_FLAGS"] = " ".join(flags)
     env["JAX_PLATFORMS"] = "cpu"          # never a plugin device that happens to claim priority
     env["PYTHONHASHSEED"] = "0"

@@ -65,12 +65,15 @@ def test_worker_refuses_to_run_without_single_thread_flags(monkeypatch, capsys):
 
 @pytest.fixture(scope="module")
 def small_run() -> TimingResult:
-    return run_plan(PLAN)
+    # a caller's contrary setting must not survive into the timing subprocess
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
+        return run_plan(PLAN)
 
 
 def test_run_is_pinned_single_threaded_and_interleaved(small_run):
     r = small_run
-    assert "--xla_cpu_multi_thread_eigen=false" in r.xla_flags.split()
+    assert r.xla_flags.split() == ["--xla_cpu_multi_thread_eigen=false"]
     assert set(r.variants) == {"fused", "fused (A/A)", "unfused", STREAM, DISPATCH}
     assert all(len(v.samples) == PLAN.rounds and min(v.samples) > 0 for v in r.variants.values())
     # every round times every kernel once; the order is shuffled, so it is not always the same
