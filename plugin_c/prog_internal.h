@@ -149,6 +149,7 @@ typedef struct {
   int64_t p[4][PROG_MAX_RANK];
   int np[4];
   int iarg;                  /* comparison direction, reduction kind, iota dim, callee index */
+  unsigned scalar_in;        /* bit k: operand k is one element, broadcast on the fly */
   const void* data;          /* constant: row-major elements of `shape` */
 } prog_insn;
 

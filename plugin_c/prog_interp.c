@@ -145,6 +145,9 @@ static void convert(const prog_shape* from, const void* a, const prog_shape* to,
   }
 }
 
+static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t* o,
+                    int64_t n);
+
 /* ---- elementwise kernels ---------------------------------------------------------------- */
 
 #define FMAXN(x, y) (isnan(x) ? (x) : isnan(y) ? (y) : (x) > (y) ? (x) : (y))
@@ -287,9 +290,8 @@ static float* widen_bf16(const uint16_t* a, int64_t n) {
   return w;
 }
 
-static int elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a_shape,
-                       void* const* args, void* o) {
-  int64_t n = prog_shape_elements(&in->shape);
+static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* a_shape,
+                             void* const* args, void* o, int64_t n) {
   bool binary = in->num_in == 2;
   const void *a = args[0], *b = binary ? args[1] : NULL;
   switch (a_shape->dtype) {
@@ -324,6 +326,39 @@ static int elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a_shap
     default:
       return fail(r, PROG_UNIMPLEMENTED, "unsupported element type", in->vhlo_name);
   }
+}
+
+/* Elementwise with scalar operands (scalar_in): run the dense kernel block by block, the
+ * scalar repeated across one small cache-resident block. */
+#define BLOCK 2048
+
+static int elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a_shape,
+                       void* const* args, void* o) {
+  int64_t n = prog_shape_elements(&in->shape);
+  if (in->scalar_in == 0) return elementwise_dense(r, in, a_shape, args, o, n);
+  size_t es = prog_dtype_size(a_shape->dtype), os = prog_dtype_size(in->shape.dtype);
+  int64_t block = a_shape->dtype == PROG_BF16 ? n : BLOCK;  /* bf16 widens whole arrays */
+  char* fill[2] = {NULL, NULL};
+  int code = PROG_OK;
+  for (int k = 0; k < 2; k++)
+    if (in->scalar_in & (1u << k)) {
+      fill[k] = malloc((size_t)(block > 0 ? block : 1) * es);
+      if (fill[k] == NULL) { code = fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name); break; }
+      for (int64_t i = 0; i < block; i++) memcpy(fill[k] + i * (int64_t)es, args[k], es);
+    }
+  for (int64_t at = 0; at < n && code == PROG_OK; at += block) {
+    int64_t len = n - at < block ? n - at : block;
+    void* part[2];
+    for (int k = 0; k < 2; k++)
+      part[k] = fill[k] ? (void*)fill[k] : (void*)((char*)args[k] + at * (int64_t)es);
+    if (in->op == OP_COMPARE)
+      compare(a_shape->dtype, in->iarg, part[0], part[1], (uint8_t*)o + at, len);
+    else
+      code = elementwise_dense(r, in, a_shape, part, (char*)o + at * (int64_t)os, len);
+  }
+  free(fill[0]);
+  free(fill[1]);
+  return code;
 }
 
 #define COMPARE_LOOP(T)                                                                    \
@@ -552,20 +587,24 @@ static void dot_layout(const prog_shape* s, const int64_t* batch, int nb, const 
   for (int r = 0; r < nc; r++) order[contract_at + r] = (int)contract[r];
 }
 
-#define MATMUL(T)                                                                          \
+/* c += x * b over a row: restrict lets the compiler vectorize it. */
+static void axpy_f(float* restrict c, const float* restrict b, float x, int64_t n) {
+  for (int64_t j = 0; j < n; j++) c[j] += x * b[j];
+}
+static void axpy_(double* restrict c, const double* restrict b, double x, int64_t n) {
+  for (int64_t j = 0; j < n; j++) c[j] += x * b[j];
+}
+
+/* Row-by-row (i, k, j) so the innermost loop streams contiguous rows of B and C. */
+#define MATMUL(T, AXPY)                                                                    \
   do {                                                                                     \
     const T *A = a, *B = b;                                                                \
     T* C = o;                                                                              \
     memset(C, 0, (size_t)(nbatch * M * N) * sizeof(T));                                   \
     for (int64_t q = 0; q < nbatch; q++)                                                   \
-      for (int64_t i = 0; i < M; i++) {                                                    \
-        T* c = C + (q * M + i) * N;                                                        \
-        for (int64_t k = 0; k < K; k++) {                                                  \
-          T x = A[(q * M + i) * K + k];                                                    \
-          const T* brow = B + (q * K + k) * N;                                             \
-          for (int64_t j = 0; j < N; j++) c[j] += x * brow[j];                             \
-        }                                                                                  \
-      }                                                                                    \
+      for (int64_t i = 0; i < M; i++)                                                      \
+        for (int64_t k = 0; k < K; k++)                                                    \
+          AXPY(C + (q * M + i) * N, B + (q * K + k) * N, A[(q * M + i) * K + k], N);       \
   } while (0)
 
 #define MATMUL_WRAP(T, U)                                                                  \
@@ -609,8 +648,8 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
   void* out = o;
   o = c;
   switch (as->dtype) {
-    case PROG_F32: case PROG_BF16: MATMUL(float); break;
-    case PROG_F64: MATMUL(double); break;
+    case PROG_F32: case PROG_BF16: MATMUL(float, axpy_f); break;
+    case PROG_F64: MATMUL(double, axpy_); break;
     case PROG_S32: MATMUL_WRAP(int32_t, uint32_t); break;
     case PROG_S64: MATMUL_WRAP(int64_t, uint64_t); break;
     default: break;
@@ -737,13 +776,6 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
   void** argv = in->num_in <= 64 ? args : malloc(sizeof(void*) * (size_t)in->num_in);
   if (argv == NULL) return fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
   for (int k = 0; k < in->num_in; k++) argv[k] = vals[in->in[k]];
-  for (int k = 0; k < in->num_out; k++) {
-    vals[in->out + k] = malloc(bytes_of(&f->values[in->out + k]) + 8);
-    if (vals[in->out + k] == NULL) {
-      if (argv != args) free(argv);
-      return fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
-    }
-  }
   void* o = vals[in->out];
   const prog_shape* a = in->num_in > 0 ? &f->values[in->in[0]] : NULL;
   int code = PROG_OK;
@@ -752,7 +784,8 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
     case OP_IOTA: iota(in, o); break;
     case OP_CONVERT: convert(a, argv[0], &in->shape, o); break;
     case OP_COMPARE:
-      compare(a->dtype, in->iarg, argv[0], argv[1], o, prog_shape_elements(&in->shape));
+      if (in->scalar_in) code = elementwise(r, in, a, argv, o);
+      else compare(a->dtype, in->iarg, argv[0], argv[1], o, prog_shape_elements(&in->shape));
       break;
     case OP_SELECT: select_(in, a, argv, o); break;
     case OP_CLAMP: clamp(in, f->values, argv, o); break;
@@ -775,37 +808,70 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
   return code;
 }
 
+/* Values live in `vals`; `owned` says which buffers the loop allocated (arguments are borrowed,
+ * and a value the function returns is written straight into its output buffer). */
 static int run_func(run_ctx* r, const prog_program* p, const prog_func* f,
                     const void* const* inputs, void* const* outputs, int depth) {
   if (depth > 64) return fail(r, PROG_INTERNAL, "call depth exceeded", f->name);
-  void** vals = calloc((size_t)(f->num_values > 0 ? f->num_values : 1), sizeof(void*));
-  if (vals == NULL) return fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", f->name);
-  for (int k = 0; k < f->num_args; k++) vals[k] = (void*)inputs[k];  /* borrowed */
+  size_t nv = (size_t)(f->num_values > 0 ? f->num_values : 1);
+  void** vals = calloc(nv, sizeof(void*));
+  bool* owned = calloc(nv, sizeof(bool));
+  int* direct = calloc(nv, sizeof(int));  /* 1 + index of the output a value is written to */
+  if (vals == NULL || owned == NULL || direct == NULL) {
+    free(vals); free(owned); free(direct);
+    return fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", f->name);
+  }
+  for (int k = 0; k < f->num_args; k++) vals[k] = (void*)inputs[k];
+  for (int k = 0; k < f->num_results; k++) {
+    int id = f->results[k];
+    if (id >= f->num_args && direct[id] == 0 && outputs[k] != NULL) direct[id] = k + 1;
+  }
   int code = PROG_OK;
   for (int k = 0; k < f->num_insns && code == PROG_OK; k++) {
     const prog_insn* in = &f->insns[k];
-    code = run_insn(r, p, f, in, vals, depth);
-    /* free what no later instruction reads (never the borrowed arguments) */
+    bool live = false;  /* an instruction nobody reads (e.g. a folded broadcast) is skipped */
+    for (int q = 0; q < in->num_out; q++) live |= f->last_use[in->out + q] >= 0;
+    if (live) {
+      for (int q = 0; q < in->num_out && code == PROG_OK; q++) {
+        int id = in->out + q;
+        if (direct[id]) {
+          vals[id] = outputs[direct[id] - 1];
+        } else {
+          vals[id] = malloc(bytes_of(&f->values[id]) + 8);
+          owned[id] = vals[id] != NULL;
+          if (vals[id] == NULL) code = fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+        }
+      }
+      if (code == PROG_OK) code = run_insn(r, p, f, in, vals, depth);
+    }
+    /* free what no later instruction reads */
     for (int q = 0; q < in->num_in; q++) {
       int id = in->in[q];
-      if (id >= f->num_args && f->last_use[id] == k && vals[id] != NULL) {
+      if (owned[id] && f->last_use[id] == k) {
         free(vals[id]);
         vals[id] = NULL;
+        owned[id] = false;
       }
     }
-    for (int q = 0; q < in->num_out; q++)
-      if (f->last_use[in->out + q] < 0) {
-        free(vals[in->out + q]);
-        vals[in->out + q] = NULL;
+    for (int q = 0; q < in->num_out; q++) {
+      int id = in->out + q;
+      if (owned[id] && f->last_use[id] < 0) {
+        free(vals[id]);
+        vals[id] = NULL;
+        owned[id] = false;
       }
+    }
   }
   if (code == PROG_OK)
     for (int k = 0; k < f->num_results; k++) {
       int id = f->results[k];
-      memcpy(outputs[k], vals[id], bytes_of(&f->values[id]));
+      if (vals[id] != outputs[k]) memcpy(outputs[k], vals[id], bytes_of(&f->values[id]));
     }
-  for (int k = f->num_args; k < f->num_values; k++) free(vals[k]);
+  for (size_t k = 0; k < nv; k++)
+    if (owned[k]) free(vals[k]);
   free(vals);
+  free(owned);
+  free(direct);
   return code;
 }
 

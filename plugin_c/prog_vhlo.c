@@ -682,6 +682,32 @@ static void declare_func(vh* v, const bc_op* op, prog_func* f) {
   f->results = ret->operands;
 }
 
+static bool is_binary_elementwise(prog_opcode op) {
+  return (op >= OP_ADD && op <= OP_SHRL) || op == OP_COMPARE;
+}
+
+/* jax writes `x + 1` as a broadcast of a scalar constant, then the add.  A binary elementwise
+ * op reads such a scalar in place (flag in scalar_in) instead of a materialized copy; the
+ * broadcast, left without readers, is then skipped by the interpreter. */
+static void fold_scalar_broadcasts(vh* v, prog_func* f) {
+  int* producer = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(int));
+  for (int k = 0; k < f->num_values; k++) producer[k] = -1;
+  for (int k = 0; k < f->num_insns; k++)
+    for (int r = 0; r < f->insns[k].num_out; r++) producer[f->insns[k].out + r] = k;
+  for (int k = 0; k < f->num_insns; k++) {
+    prog_insn* in = &f->insns[k];
+    if (!is_binary_elementwise(in->op)) continue;
+    for (int r = 0; r < 2; r++) {
+      int p = producer[in->in[r]];
+      if (p < 0 || f->insns[p].op != OP_BROADCAST) continue;
+      const prog_shape* src = &f->values[f->insns[p].in[0]];
+      if (prog_shape_elements(src) != 1 || prog_shape_elements(&in->shape) <= 1) continue;
+      in->in[r] = f->insns[p].in[0];
+      in->scalar_in |= 1u << r;
+    }
+  }
+}
+
 static void lower_func(vh* v, const bc_op* op, prog_func* f) {
   const bc_block* b = &op->regions[0].blocks[0];
   bool* defined = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(bool));
@@ -709,6 +735,7 @@ static void lower_func(vh* v, const bc_op* op, prog_func* f) {
     int id = f->results[k];
     check(v, id >= 0 && id < f->num_values && defined[id], "returns an undefined value");
   }
+  fold_scalar_broadcasts(v, f);
   /* last use of each value, so the interpreter can free intermediates early */
   f->last_use = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(int));
   for (int k = 0; k < f->num_values; k++) f->last_use[k] = -1;
