@@ -43,14 +43,80 @@ PASSES = ["fusion"]         # on CPU the decision is this pass's.  The library r
                             # fusion wrapper moves no bytes (checked in claim 2).
 PROVENANCE = dict(dtype="f32", shapes={"x": X_SHAPE})
 
-# What CpuInstructionFusion::IsExpensive says about the opcodes met here (f32 elements):
-# divide of floats is expensive (only integer division by a constant is cheap), broadcast is
-# cheap.  Restated, not imported: the claims check the compiler's behaviour against them.
+# XLA's CPU fusion policy, restated for the opcodes this study meets, so that the claims can
+# predict the compiler's decisions and then compare with its log.  Restated, not imported.
+# CpuInstructionFusion::IsExpensive (cpu_instruction_fusion.cc): a float divide is expensive
+# (only integer division by a constant is cheap), so are exp, reduce, rsqrt and the like;
+# broadcast, add, subtract, multiply, constants are cheap.
 EXPENSIVE_ON_CPU = {"divide", "exponential", "log", "tanh", "rsqrt", "sqrt", "power", "dot", "reduce"}
-# CanBeLoopFused (cpu_instruction_fusion.cc): elementwise ops plus these.
+# CanBeLoopFused (cpu_instruction_fusion.cc): elementwise instructions (constants count as
+# elementwise in HLO) plus these.
+ELEMENTWISE = {"add", "subtract", "multiply", "divide", "exponential", "maximum", "minimum", "negate",
+               "rsqrt", "sqrt", "tanh", "log", "compare", "select", "convert", "constant", "abs", "power"}
 LOOP_FUSIBLE_NON_ELEMENTWISE = {"bitcast", "broadcast", "concatenate", "dynamic-slice",
                                 "dynamic-update-slice", "gather", "iota", "pad", "reduce",
                                 "reshape", "reverse", "slice", "transpose"}
+
+
+def _policy_says(log, entry) -> list:
+    """Replay the fusion pass's log against the restated policy: for each decision, in order,
+    the reason the rules give for refusing it (the compiler's wording), or None for "fuse".
+
+    ``entry`` is the entry computation as the pass found it.  The checks run in the order
+    CpuInstructionFusion::ShouldFuse makes them, then InstructionFusion::ShouldFuse's:
+      1. the consumer is a custom (library) fusion               -> ShouldSkip
+      2. the producer is a non-scalar constant
+      3. the producer is not CanBeLoopFused (fusibility)
+      4. the producer is expensive and the consumer reuses its elements (profitability):
+         here, one of its users already inside the consumer is a broadcast
+         (HloInstruction::OperandElementUse of a broadcast is "reuse", and
+         UpdateReusedOperandsForFusion carries it over to the fusion)
+      5. fusing would duplicate it (FusionWouldDuplicate: users outside the consumer) and it is
+         expensive (broadcasts are always duplicable)
+      6. a constant alone with one other instruction ("insufficient non-constant nodes")
+    Only what this program exercises is restated; a decision it mispredicts shows the gap.
+    """
+    users: dict = {}
+    for inst in entry.instructions:
+        for o in inst.operands:
+            users.setdefault(o, []).append(inst.name)
+    holder: dict = {}     # instruction -> the fusion now holding it
+    members: dict = {}    # fusion -> the instructions inside it
+    out = []
+    for d in log:
+        p = entry.instruction(d.producer)
+        inside = members.get(d.consumer, set()) | {d.consumer_origin}
+        consumer = entry.instruction(d.consumer) if d.consumer in entry else None  # None: a new fusion
+        p_users = users.get(p.name, [])
+        if consumer is not None and consumer.fusion_kind == "kCustom":
+            why = "Don't fuse instructions from custom fusions/calls"
+        elif p.opcode == "constant" and p.shape.element_count > 1:
+            why = "Don't fuse non-scalar constants."
+        elif p.opcode not in ELEMENTWISE | LOOP_FUSIBLE_NON_ELEMENTWISE:
+            why = "Producer is not loop-fusible."
+        elif p.opcode in EXPENSIVE_ON_CPU and any(
+                u in inside and entry.instruction(u).opcode == "broadcast" for u in p_users):
+            why = "Fusion is not profitable."
+        elif p.opcode in EXPENSIVE_ON_CPU and len({holder.get(u, u) for u in p_users}) > 1:
+            why = "expensive producer would be duplicated"
+        elif p.opcode == "constant" and consumer is not None and consumer.opcode != "fusion":
+            why = "Not fusing: insufficient non-constant nodes."
+        else:
+            why = None
+        out.append(why)
+        if d.fused:
+            grown = inside | {p.name}
+            members.pop(d.consumer, None)
+            members[d.fusion] = grown
+            holder.update({m: d.fusion for m in grown})
+    return out
+
+
+def _decision_rows(log, predicted) -> list:
+    return [{"producer": d.producer, "consumer": d.consumer,
+             "compiler": "fused" if d.fused else d.reason.split(" ; ")[0],
+             "restated rules": "fused" if why is None else why}
+            for d, why in zip(log, predicted)]
 
 
 def _x():
@@ -113,10 +179,16 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
 
     # The compiler's own words.
     log = _fusion_log(d)
-    evidence.table("decisions of the fusion pass, in the order it made them",
-                   [{"producer": x.producer, "consumer": x.consumer, "fused": x.fused,
-                     "reason": x.reason.split(" inside ")[0] if x.fused else x.reason.split(" ; ")[0]}
-                    for x in log])
+    # Every decision of the pass, predicted by the restated rules, then compared with its log.
+    predicted = _policy_says(log, before.module.entry)
+    evidence.table("every decision of the fusion pass, in its order: the compiler's log against "
+                   "the restated rules", _decision_rows(log, predicted))
+    evidence.number("decisions of the fusion pass", len(log))
+    evidence.number("decisions the restated rules predict", sum(
+        (why is None) == d.fused and (why is None or d.reason.startswith(why)) for d, why in zip(log, predicted)))
+    for d_, why in zip(log, predicted):
+        assert (why is None) == d_.fused and (why is None or d_.reason.startswith(why)), (
+            f"the restated rules say {why or 'fuse'} for {d_.producer} -> {d_.consumer}; the compiler: {d_}")
     fused_bcast = [x for x in log if x.fused and x.producer == bcast.name and x.consumer_origin == multiply.name]
     assert len(fused_bcast) == 1, f"no 'Fused |{bcast.name}|' into {multiply.name} in the log"
     kernel = fused_bcast[0].fusion
@@ -127,7 +199,7 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     # Fusibility first (CpuInstructionFusion::ShouldFuse checks CanBeLoopFused before any
     # cost): both producers are loop-fusible, so neither refusal can be about fusibility.
     for inst in (divide, bcast):
-        assert inst.opcode in LOOP_FUSIBLE_NON_ELEMENTWISE | {"divide", "multiply"}, inst.opcode
+        assert inst.opcode in ELEMENTWISE | LOOP_FUSIBLE_NON_ELEMENTWISE, inst.opcode
     # ... while the YNNPACK kernels are custom fusions and are refused for that reason.
     ynn = [x for x in log if not x.fused and x.producer.startswith("ynn_fusion")]
     assert ynn and all(x.reason.startswith(("Producer is not loop-fusible.",
@@ -181,6 +253,56 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
         "The broadcast, cheap and with a single user, passes InstructionFusion::ShouldFuse's "
         "duplication test (FusionWouldDuplicate) and is fused: the f32[1024,1024] it would "
         "produce never exists in memory.")
+
+
+# ---- 1b. the same rules on the textbook case --------------------------------------------------
+
+@pytest.mark.claim(
+    "The same restated rules predict every decision of the pass when XLA's library rewriter is "
+    "off and the whole softmax is left to it: exp(x - max), expensive and read by both the row "
+    "sum and the normalising multiply, is fused into neither and written to memory once "
+    "(\"expensive producer would be duplicated\"); the row max stays out of the exp kernel and "
+    "the reciprocal out of the multiply (\"Fusion is not profitable.\"), the same decision as "
+    "with the rewriter on.", section="fusion")
+@pytest.mark.provenance(**PROVENANCE, method="every-pass XLA dump with xla_dump_fusion_visualization and "
+                        "xla_disable_hlo_passes=dot-library-rewriter; the pass's decision log against "
+                        "the restated rules")
+def test_rules_predict_exp_not_duplicated(dump, evidence):
+    d = dump(softmax, _x(), xla_disable_hlo_passes="dot-library-rewriter")
+    before, _ = _around_pass(d, "fusion")
+    entry = before.module.entry
+    evidence.excerpt(f"entry computation before the fusion pass ({before.path.name})",
+                     _entry_excerpt(before.module), lang="hlo")
+    log = _fusion_log(d)
+    predicted = _policy_says(log, entry)
+    evidence.table("every decision of the fusion pass: the compiler's log against the restated rules",
+                   _decision_rows(log, predicted))
+    for d_, why in zip(log, predicted):
+        assert (why is None) == d_.fused and (why is None or d_.reason.startswith(why)), (
+            f"the restated rules say {why or 'fuse'} for {d_.producer} -> {d_.consumer}; the compiler: {d_}")
+
+    exp = next(i for i in entry.instructions if i.opcode == "exponential")
+    consumers = sorted(u.opcode for u in _users(entry, exp.name))
+    assert consumers == ["multiply", "reduce"], consumers
+    refusals = [x for x in log if x.producer == exp.name and not x.fused]
+    assert len(refusals) == 2 and all(x.reason.startswith("expensive producer would be duplicated")
+                                      for x in refusals)
+    assert not any(x.fused for x in log if x.producer == exp.name)
+    divide, _, _ = _normalisation(before.module)
+    row_max = next(i for i in entry.instructions if i.opcode == "reduce" and i.name in
+                   {o for b in _users(entry, i.name) if b.opcode == "broadcast" for o in b.operands})
+    exp_kernel = next(x.fusion for x in log if x.fused and x.consumer_origin == exp.name)
+    for producer, kernel in ((divide.name, None), (row_max.name, exp_kernel)):
+        assert any(not x.fused and x.producer == producer and x.reason.startswith("Fusion is not profitable.")
+                   and kernel in (None, x.consumer) for x in log), producer
+    evidence.number("consumers of exp", len(consumers))
+    evidence.number("exp evaluations avoided per call by not duplicating it", exp.shape.element_count)
+    evidence.number("bytes of exp in memory (written once, read by both consumers)", exp.shape.byte_size,
+                    unit="B")
+    evidence.note("InstructionFusion::ShouldFuse (xla/service/instruction_fusion.cc) refuses a fusion that "
+                  "FusionWouldDuplicate (the producer has users outside the consumer) when the producer "
+                  "is expensive and not IsAlwaysDuplicable; exp is expensive on CPU. The cheap subtract "
+                  "and broadcast before it are fused into the exp kernel instead.")
 
 
 # ---- 2. the bytes, predicted from the shapes, then verified ------------------------------------
