@@ -127,7 +127,7 @@ typedef enum {
   OP_ATAN2, OP_SHL, OP_SHRA, OP_SHRL, OP_COMPARE,
   OP_SELECT, OP_CLAMP,
   /* shape */
-  OP_BROADCAST, OP_RESHAPE, OP_TRANSPOSE, OP_SLICE, OP_CONCAT, OP_REVERSE, OP_PAD,
+  OP_BROADCAST, OP_RESHAPE, OP_TRANSPOSE, OP_SLICE, OP_CONCAT, OP_REVERSE,
   /* others */
   OP_DOT, OP_REDUCE, OP_CALL,
 } prog_opcode;
@@ -144,8 +144,7 @@ typedef struct {
   int out;                   /* value id of result 0 (results are consecutive) */
   prog_shape shape;          /* shape of result 0 */
   /* parameters, by op: dims (broadcast, reduce, reverse, concat [0]), permutation,
-   * slice start/limit/stride, dot lhs_batch/rhs_batch/lhs_contract/rhs_contract,
-   * pad low/high/interior */
+   * slice start/limit/stride, dot lhs_batch/rhs_batch/lhs_contract/rhs_contract */
   int64_t p[4][PROG_MAX_RANK];
   int np[4];
   int iarg;                  /* comparison direction, reduction kind, iota dim, callee index */

@@ -801,7 +801,6 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
       code = run_func(r, p, &p->funcs[in->iarg], (const void* const*)argv, vals + in->out,
                       depth + 1);
       break;
-    case OP_PAD: code = fail(r, PROG_UNIMPLEMENTED, "unsupported op", in->vhlo_name); break;
     default: code = elementwise(r, in, a, argv, o); break;
   }
   if (argv != args) free(argv);
