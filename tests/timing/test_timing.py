@@ -88,7 +88,7 @@ def test_run_reports_xla_byte_counts(small_run):
     import jax
     import numpy as np
     from pytest_dumpref.examples import softmax
-    x = np.zeros((64, 64), np.float32)
+    x = jax.device_put(np.zeros((64, 64), np.float32), jax.devices("cpu")[0])  # XLA CPU, whatever the default
     for name, options in PLAN.variants.items():
         want = jax.jit(softmax).lower(x).compile(compiler_options=options or None).cost_analysis()
         assert small_run.variants[name].bytes_accessed == want["bytes accessed"], name
