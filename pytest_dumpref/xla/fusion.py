@@ -117,6 +117,7 @@ def fusion_decisions_in_folder(folder, module_id: str | None = None) -> list[Fus
 def fusion_decisions(fn, *args, folder, **compiler_options) -> list[FusionDecision]:
     """Compile ``fn(*args)`` into ``folder`` and return the fusion decisions XLA logged."""
     from .dump import DumpSession
+    compiler_options.setdefault("xla_dump_fusion_visualization", True)
     d = DumpSession(Path(folder)).dump(fn, *args, passes="^$", **compiler_options)
     return d.fusion_decisions()
 

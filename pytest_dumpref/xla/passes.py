@@ -307,6 +307,7 @@ class _Normalizer:
 
     def __init__(self) -> None:
         self._norm: dict[int, tuple] = {}
+        self._comp: dict[str, str] = {}
 
     def norm(self, inst) -> str:
         hit = self._norm.get(id(inst))
@@ -316,27 +317,64 @@ class _Normalizer:
         self._norm[id(inst)] = (inst, text)
         return text
 
-    def body(self, module, inst, depth: int = 0) -> tuple:
-        if not inst.called or depth > 8:
+    def comp_name(self, name: str) -> str:
+        hit = self._comp.get(name)
+        if hit is None:
+            hit = self._comp[name] = _SUFFIX.sub(r"\1", name)
+        return hit
+
+    def body(self, module, inst) -> tuple:
+        """Signature of the computations ``inst`` calls (fused bodies, loop bodies,
+        reducers), names without suffixes; cached per module and computation."""
+        if not inst.called:
             return ()
-        out = []
-        for callee in inst.called:
-            comp = module.computations.get(callee)
-            if comp is None:
-                continue
-            out.append(tuple(self.norm(i) for i in comp.instructions))
-            out.extend(self.body(module, i, depth + 1) for i in comp.instructions if i.called)
-        return tuple(out)
+        cache = module.__dict__.setdefault("_dumpref_bodies", {})
+        return tuple(self._comp_sig(module, c, cache, 0) for c in inst.called)
+
+    def _comp_sig(self, module, name: str, cache: dict, depth: int):
+        hit = cache.get(name)
+        if hit is not None:
+            return hit
+        comp = module.computations.get(name)
+        if comp is None or depth > 16:
+            return ()
+        sig = tuple(self.norm(i) if not i.called else
+                    (self.norm(i),) + tuple(self._comp_sig(module, c, cache, depth + 1) for c in i.called)
+                    for i in comp.instructions)
+        cache[name] = sig
+        return sig
 
 
 def _diff(a, b, norm: _Normalizer):
     """(added, removed, rewritten pairs, renamed count) between two modules' top-level
     instructions."""
-    ta, tb = _top_level(a), _top_level(b)
+    ta_all, tb_all = _top_level(a), _top_level(b)
+    # Fast path: the parser shares instruction objects between snapshots for identical
+    # lines, so an instruction object present on both sides (in the same computation, and
+    # calling bodies that did not change) is unchanged, whatever else moved.
+    ids_b: dict = {}
+    for comp, inst in tb_all:
+        ids_b.setdefault((comp, id(inst)), []).append(inst)
+    ta, same = [], {}
+    for comp, inst in ta_all:
+        bucket = ids_b.get((comp, id(inst)))
+        if bucket and (not inst.called or norm.body(a, inst) == norm.body(b, inst)):
+            bucket.pop()
+            if not bucket:
+                del ids_b[(comp, id(inst))]
+            same[(comp, id(inst))] = same.get((comp, id(inst)), 0) + 1
+        else:
+            ta.append((comp, inst))
+    tb = []
+    for comp, inst in tb_all:
+        n = same.get((comp, id(inst)), 0)
+        if n:
+            same[(comp, id(inst))] = n - 1
+        else:
+            tb.append((comp, inst))
 
     def exact(module, comp, inst):
-        return (_SUFFIX.sub(r"\1", comp), inst.canonical,
-                norm.body(module, inst) if inst.called else ())
+        return (norm.comp_name(comp), inst.canonical, norm.body(module, inst))
 
     count: dict = {}
     for comp, inst in ta:
@@ -381,7 +419,7 @@ def _diff(a, b, norm: _Normalizer):
         else:
             added.append(inst)
     removed = [i for bucket in loose_a.values() for i in bucket]
-    order_a = {id(i): n for n, (_, i) in enumerate(ta)}
+    order_a = {id(i): n for n, (_, i) in enumerate(ta_all)}
     removed.sort(key=lambda i: order_a[id(i)])
     return added, removed, rewritten, renamed
 
@@ -389,7 +427,7 @@ def _diff(a, b, norm: _Normalizer):
 def _loose(module, comp, inst, norm: _Normalizer):
     text = norm.norm(inst)
     text = text[text.index(" = "):]  # the instruction's own name does not matter
-    return (_SUFFIX.sub(r"\1", comp), text, norm.body(module, inst) if inst.called else ())
+    return (norm.comp_name(comp), text, norm.body(module, inst))
 
 
 # ---- excerpts ------------------------------------------------------------------------------
