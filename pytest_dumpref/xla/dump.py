@@ -270,6 +270,8 @@ class Dump:
                                 f"(expected <step>.<pipeline>.after_<pass>[.before_<pass>])") from None
             self.snapshots.append(Snapshot(step, pipeline, after, before, path))
         self._before = self._optimized = self._traffic = None
+        self._fusion_log_folder = None
+        self._recompile = None  # set by DumpSession: the same compile, with the fusion log
 
     @classmethod
     def from_folder(cls, folder, module: str | None = None) -> "Dump":
@@ -364,10 +366,20 @@ class Dump:
         return out
 
     def fusion_decisions(self):
-        """The compiler's own fusion decisions.  Needs a dump compiled with
-        ``xla_dump_fusion_visualization=True`` (slow for big programs), else FusionLogError."""
+        """The compiler's own fusion decisions, from XLA's fusion visualization log.
+
+        A dump made by ``DumpSession`` without ``xla_dump_fusion_visualization=True`` (the
+        default: the log renders a graph per decision and is slow on big programs) compiles
+        the same program with the same options once more, with the log, into a ``fusion-log``
+        sub-folder.  A dump read from a folder must already hold ``*_fusion.html`` files."""
         from .fusion import fusion_decisions_in_folder
-        return fusion_decisions_in_folder(self.folder, module_id=self.files.id)
+        if self._fusion_log_folder is None:
+            if any(self.folder.glob(f"*.module_{self.files.id}.*_fusion.html")) or self._recompile is None:
+                self._fusion_log_folder = (self.folder, self.files.id)
+            else:
+                self._fusion_log_folder = self._recompile()
+        folder, module_id = self._fusion_log_folder
+        return fusion_decisions_in_folder(folder, module_id=module_id)
 
     # -- deterministic evidence ---------------------------------------------------------
     def write_manifest(self) -> Path:
@@ -483,6 +495,16 @@ class DumpSession:
         d = Dump(dump_folder.modules[0], compiled=compiled, params=params, options=options,
                  function=name)
         d.backend = _platform(compiled)
+
+        def with_fusion_log():
+            sub = folder / "fusion-log"
+            sub.mkdir()
+            opts = dict(full, xla_dump_to=str(sub), xla_dump_fusion_visualization=True,
+                        xla_dump_hlo_pass_re="^$")
+            jax.jit(jfn).lower(*traced_args).compile(compiler_options=opts)
+            (mod,) = DumpFolder(sub).modules
+            return sub, mod.id
+        d._recompile = with_fusion_log
         return d
 
     def _record(self, d: Dump) -> None:

@@ -26,8 +26,12 @@ def test_softmax_decisions_in_the_compilers_words(tmp_path):
     assert any("not loop-fusible" in d.reason for d in refusals(decisions))
     # every fusion the log announces is in the optimized module
     d = DumpSession(tmp_path / "again").dump(softmax, X, passes="^$")
-    with pytest.raises(FusionLogError, match="xla_dump_fusion_visualization=True"):
-        d.fusion_decisions()  # not asked for: it is slow on big programs
+    assert not list(d.folder.glob("*_fusion.html"))  # not by default: slow on big programs
+    # asked for later, the log comes from a second compile with the same options
+    again = d.fusion_decisions()
+    assert [(x.producer, x.consumer, x.fused, x.reason) for x in again] == \
+        [(x.producer, x.consumer, x.fused, x.reason) for x in decisions]
+    assert all("fusion-log" in x.file for x in again)
     names = {i.name for i in d.optimized.entry.instructions}
     assert {x.fusion for x in fused} <= names
 
