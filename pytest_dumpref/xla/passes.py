@@ -65,19 +65,22 @@ class State:
     pipeline: str
     step: int | None
     path: object
-    _load: Callable = field(repr=False)
     _module: object = field(default=None, repr=False)
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            from .dump import read_text
+            self._text = read_text(self.path)
+        return self._text
 
     @property
     def module(self):
         if self._module is None:
-            self._module = self._load()
+            from .dump import parse_file
+            self._module = parse_file(self.path, self.text)
         return self._module
-
-    @property
-    def text(self) -> str:
-        from .dump import read_text
-        return read_text(self.path)
 
 
 @dataclass
@@ -196,28 +199,21 @@ def _kernel_dict(k: tuple) -> dict:
 def states(dump: Dump) -> list[State]:
     """The module before optimizations, every snapshot, the optimized module: in order."""
     dump.check_complete()
-    out = [State("before optimizations", "(input)", "", None, dump.files.before_optimizations,
-                 lambda: dump.before_optimizations)]
+    out = [State("before optimizations", "(input)", "", None, dump.files.before_optimizations)]
     for s in dump.snapshots:
-        out.append(State(s.label, s.after, s.pipeline, s.step, s.path, _loader(s)))
+        out.append(State(s.label, s.after, s.pipeline, s.step, s.path))
     out.append(State("after optimizations", "(after the last dumped pass)", "", None,
-                     dump.files.optimized, lambda: dump.optimized))
+                     dump.files.optimized))
     return out
-
-
-def _loader(s: Snapshot):
-    def load():
-        m = s.module
-        s.drop_cache()  # the State keeps the module; the snapshot need not keep the text too
-        return m
-    return load
 
 
 def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = None) -> list[PassChange]:
     """Every step whose module differs from the one before it (metadata ignored), in order.
 
-    Memory stays bounded: only two parsed modules are alive at a time (instruction objects
-    are shared between snapshots by the parser's line cache)."""
+    Snapshots share most of their text, and that is used twice: a file byte-identical to
+    the previous one is not parsed at all (about half of them: every ``pipeline-start``),
+    and the parser shares instruction objects between identical lines, so the diff
+    compares objects before it compares text."""
     seq = states(dump)
     base = seq[0].module
     norm = _Normalizer()
@@ -225,28 +221,33 @@ def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = No
     base_count = max(1, len(_top_level(base)))
     out: list[PassChange] = []
     prev, prev_sig, prev_fig = seq[0], _signature(base), base_figures
+    prev_text = prev.text
     for i, cur in enumerate(seq[1:], start=1):
         if progress:
             progress(i, len(seq) - 1)
+        text = cur.text
+        if text == prev_text:  # the same bytes: the same program, no need to parse
+            cur._module, cur._text, prev._text = prev.module, None, None
+            prev = cur
+            continue
+        prev._text = None  # texts are only needed for this comparison
+        prev_text = text
         mod = cur.module
         sig = _signature(mod)
-        if sig == prev_sig:
-            prev._module = None
+        if sig == prev_sig:  # only metadata changed
             prev = cur
             continue
         fig = figures_of(mod)
         added, removed, rewritten, renamed = _diff(prev.module, mod, norm)
         if not (added or removed or rewritten) and fig == prev_fig:
             # only renumbering or instruction order: not a change of the program
-            prev._module = None
             prev, prev_sig = cur, sig
             continue
         ch = PassChange(i, prev, cur, added, removed, rewritten, renamed, prev_fig, fig)
         ch.score = _score(ch, base_figures, base_count)
         out.append(ch)
-        if out and len(out) > 1:
-            out[-2].before._module = None  # keep modules only where excerpts need them
         prev, prev_sig, prev_fig = cur, sig, fig
+    prev._text = None
     return out
 
 
@@ -331,6 +332,25 @@ class _Normalizer:
         cache = module.__dict__.setdefault("_dumpref_bodies", {})
         return tuple(self._comp_sig(module, c, cache, 0) for c in inst.called)
 
+    def same_bodies(self, a, b, inst) -> bool:
+        """Do the computations ``inst`` calls hold the same instruction objects in both
+        modules (cheap), or failing that the same text without suffixes?"""
+        return all(self._ids(a, c) == self._ids(b, c) for c in inst.called) or \
+            self.body(a, inst) == self.body(b, inst)
+
+    def _ids(self, module, name: str, depth: int = 0):
+        cache = module.__dict__.setdefault("_dumpref_body_ids", {})
+        hit = cache.get(name)
+        if hit is None:
+            comp = module.computations.get(name)
+            if comp is None or depth > 16:
+                return ()
+            hit = tuple(id(i) if not i.called else
+                        (id(i),) + tuple(self._ids(module, c, depth + 1) for c in i.called)
+                        for i in comp.instructions)
+            cache[name] = hit
+        return hit
+
     def _comp_sig(self, module, name: str, cache: dict, depth: int):
         hit = cache.get(name)
         if hit is not None:
@@ -358,7 +378,7 @@ def _diff(a, b, norm: _Normalizer):
     ta, same = [], {}
     for comp, inst in ta_all:
         bucket = ids_b.get((comp, id(inst)))
-        if bucket and (not inst.called or norm.body(a, inst) == norm.body(b, inst)):
+        if bucket and (not inst.called or norm.same_bodies(a, b, inst)):
             bucket.pop()
             if not bucket:
                 del ids_b[(comp, id(inst))]
