@@ -584,6 +584,12 @@ def _bind(fn, args):
 
     jfn.__name__ = _fn_name(fn)
     jfn.__qualname__ = jfn.__name__
+    # jax names the HLO parameters after the signature (x, params['wq'], ...): give the
+    # wrapper the traced arguments' own names, not "traced[0]".
+    if len(set(names)) == len(names):
+        jfn.__signature__ = inspect.Signature(
+            [inspect.Parameter(re.sub(r"\W", "_", names[i]), inspect.Parameter.POSITIONAL_ONLY)
+             for i in traced_idx])
     params: dict[str, tuple[str, tuple]] = {}
     for i in traced_idx:
         leaves, _ = jax.tree_util.tree_flatten_with_path(args[i])
