@@ -145,10 +145,15 @@ def test_missing_snapshot_is_named(softmax_dump, tmp_path):
 def test_truncated_snapshot_is_named(softmax_dump, tmp_path):
     d, _ = softmax_dump
     victim = d.snapshots[5].path.name
-    f = _copy(d.folder, tmp_path / "f", edit=lambda n, b: b[: len(b) // 2] if n == victim else b)
+    half = lambda b: b[: b.rindex(b"\n", 0, len(b) // 2) + 1]  # noqa: E731 (cut at a line end)
+    f = _copy(d.folder, tmp_path / "f", edit=lambda n, b: half(b) if n == victim else b)
     dd = Dump.from_folder(f)
     with pytest.raises(DumpError, match=rf"{victim}.*truncated"):
         dd.snapshots[5].module
+    # cut inside a line: still an error naming the file
+    f2 = _copy(d.folder, tmp_path / "f2", edit=lambda n, b: b[: len(b) // 2 + 7] if n == victim else b)
+    with pytest.raises(DumpError, match=rf"{victim}"):
+        Dump.from_folder(f2).snapshots[5].module
 
 
 def test_non_hlo_file_is_named(softmax_dump, tmp_path):
