@@ -239,7 +239,7 @@ def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = No
             continue
         fig = figures_of(mod)
         added, removed, rewritten, renamed = _diff(prev.module, mod, norm)
-        if not (added or removed or rewritten) and fig == prev_fig:
+        if not (added or removed or rewritten) and _same_figures(fig, prev_fig):
             # only renumbering or instruction order: not a change of the program
             prev, prev_sig = cur, sig
             continue
@@ -264,8 +264,18 @@ def rank_passes(dump: Dump, top: int = 10, *, progress=None) -> list[PassChange]
     program's size.  Flops are reported, not scored: XLA's cost analysis re-parses each
     module and would dominate the analysis time.
     """
-    changes = pass_changes(dump, progress=progress)
+    return ranked(pass_changes(dump, progress=progress), top)
+
+
+def ranked(changes: list[PassChange], top: int = 10) -> list[PassChange]:
+    """``changes`` by score, highest first (earlier first on ties), the first ``top``."""
     return sorted(changes, key=lambda c: (-c.score, c.position))[:top]
+
+
+def _same_figures(a: Figures, b: Figures) -> bool:
+    """Equal bytes and the same kernels up to their names (renaming is not a change)."""
+    return (a.bytes_read, a.bytes_written) == (b.bytes_read, b.bytes_written) and \
+        sorted(k[1:] for k in a.kernels) == sorted(k[1:] for k in b.kernels)
 
 
 def _score(ch: PassChange, base: Figures, base_count: int) -> float:
@@ -554,7 +564,7 @@ def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
             d = Dump(mf)
             progress = terminal_progress(mf.key, progress_stream) if progress_stream else None
             changes = pass_changes(d, progress=progress)
-            ranked = sorted(changes, key=lambda c: (-c.score, c.position))[:top]
+            top_changes = ranked(changes, top)
             first = changes[0].figures_before if changes else figures_of(d.before_optimizations)
             last = changes[-1].figures_after if changes else first
             entry["input"] = _figures_dict(first)
@@ -563,7 +573,7 @@ def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
             entry["ranking"] = ("score = |d bytes read|/R0 + |d bytes written|/W0 + instructions "
                                 "changed/N0, over the module before optimizations")
             entry["passes"] = []
-            for rank, c in enumerate(ranked, start=1):
+            for rank, c in enumerate(top_changes, start=1):
                 item = {"rank": rank, **c.to_dict(excerpts=True)}
                 if xla:
                     try:
