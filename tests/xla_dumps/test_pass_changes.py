@@ -83,3 +83,27 @@ def test_softmax_fusion_pass_against_xla(tmp_path):
     for line in after.splitlines():
         if line.startswith("+ "):
             assert line[2:].split(", metadata=")[0] in text
+
+
+class _Tty:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.out = tty, []
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> None:
+        self.out.append(s)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_only_on_a_terminal():
+    from pytest_dumpref.xla.passes import terminal_progress
+    assert terminal_progress("m", _Tty(False)) is None
+    tty = _Tty(True)
+    report = terminal_progress("module_0001.jit_f", tty)
+    report(1, 3)
+    report(3, 3)
+    assert tty.out[0].startswith("\rmodule_0001.jit_f: snapshot 1/3") and tty.out[-1].endswith("3/3\n")
