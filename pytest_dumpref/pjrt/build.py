@@ -38,13 +38,23 @@ class BuildError(RuntimeError):
 
 
 def plugin_source_dir() -> Path:
-    """``plugin_c/`` of this checkout, or ``$DUMPREF_PLUGIN_SRC``."""
+    """The C sources: ``$DUMPREF_PLUGIN_SRC``, else ``plugin_c/`` of this checkout, else the copy
+    a non-editable install ships inside the package (``pytest_dumpref/pjrt/plugin_c``).
+
+    The checkout comes first so that an editable install always builds what is being edited.
+    """
     env = os.environ.get("DUMPREF_PLUGIN_SRC")
-    src = Path(env) if env else Path(__file__).resolve().parents[2] / "plugin_c"
-    if not src.is_dir() or not list(src.glob("*.c")):
-        raise BuildError(f"no C sources of the dumpref plugin in {src} "
-                         "(install from a source checkout, or set DUMPREF_PLUGIN_SRC)")
-    return src
+    if env:
+        candidates = [Path(env)]
+    else:
+        here = Path(__file__).resolve().parent
+        candidates = [here.parents[1] / "plugin_c", here / "plugin_c"]
+    for src in candidates:
+        if (src / "dumpref.h").is_file() and list(src.glob("*.c")):
+            return src
+    raise BuildError("no C sources of the dumpref plugin in "
+                     + " or ".join(str(c) for c in candidates)
+                     + " (reinstall pytest-dumpref, or set DUMPREF_PLUGIN_SRC)")
 
 
 def header_dir() -> Path:
