@@ -13,6 +13,7 @@ d_ff 256, x: f32[2, 32, 64], at 1, 4 and 16 layers.  For each size, measured in 
 Goals (issue 3): analysis within 2x of XLA's parser alone, under a quarter of the compile,
 and linear in dump size (time per MB roughly constant across sizes).  The ratios go to
 ``benchmark.extra_info``.  Run: ``pytest benchmarks/bench_dump_analysis.py --benchmark-only``.
+A smoke run (``--benchmark-disable``) skips the 16-layer size.
 """
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def _files(d):
 
 @pytest.mark.parametrize("n_layers", [1, 4, 16])
 def test_analysis_of_an_every_pass_dump(benchmark, tmp_path, n_layers):
+    if benchmark.disabled and n_layers == 16:
+        # a smoke run (--benchmark-disable) only checks that the benchmark works; the
+        # 16-layer compile alone takes 20 s or more
+        pytest.skip("the 16-layer dump is only made when benchmarks are measured")
     d, compile_s = _dump(tmp_path, n_layers)
     paths = _files(d)
     texts = [p.read_text() for p in paths]
@@ -60,14 +65,24 @@ def test_analysis_of_an_every_pass_dump(benchmark, tmp_path, n_layers):
         parse_with_xla(t)
     xla_parse_s = time.perf_counter() - t0
 
-    def analyse():
+    def from_empty_caches():
         hlo.clear_cache()
         for s in d.snapshots:
             s.drop_cache()
-        return pass_changes(d)
 
-    changes = benchmark.pedantic(analyse, rounds=1, iterations=1, warmup_rounds=0)
-    analysis_s = benchmark.stats.stats.mean
+    timed = []
+
+    def analyse():
+        t0 = time.perf_counter()
+        out = pass_changes(d)
+        timed.append(time.perf_counter() - t0)
+        return out
+
+    # one round: a second one would find the parser's line cache warm.  Timed here as well
+    # as by pytest-benchmark, so that the ratios exist under --benchmark-disable too.
+    changes = benchmark.pedantic(analyse, setup=from_empty_caches, rounds=1, iterations=1,
+                                 warmup_rounds=0)
+    analysis_s = timed[-1]
     assert changes, "an every-pass dump of a training step has passes that changed it"
     benchmark.extra_info.update({
         "layers": n_layers, "snapshots": len(d.snapshots), "dump_mb": round(mb, 3),
@@ -76,5 +91,7 @@ def test_analysis_of_an_every_pass_dump(benchmark, tmp_path, n_layers):
         "analysis_s_per_mb": round(analysis_s / mb, 4),
         "ratio_to_xla_parser": round(analysis_s / xla_parse_s, 3),
         "ratio_to_compile": round(analysis_s / compile_s, 3),
+        "goal_within_2x_of_xla_parser": analysis_s <= 2 * xla_parse_s,
+        "goal_under_quarter_of_compile": analysis_s < compile_s / 4,
         "passes_that_changed": len(changes),
     })

@@ -12,6 +12,7 @@ numeric suffixes of names is counted as renamed, not as changed.
 """
 from __future__ import annotations
 
+import operator
 import re
 import sys
 import time
@@ -23,6 +24,8 @@ from .dump import Dump, DumpError, Snapshot
 # Instructions that move no data of their own: XLA's traffic accounting and ours skip them.
 _CONTROL_FLOW = frozenset({"while", "conditional", "call"})
 _SUFFIX = re.compile(r"((?:%|\b)[A-Za-z_][\w\-]*?)\.\d+\b")
+# (a function, not the template r"\1": re expands a template in Python for every match)
+_name_only = operator.methodcaller("group", 1)
 _METADATA_TEXT = re.compile(r", metadata=\{[^{}]*\}")
 
 
@@ -47,12 +50,53 @@ class Figures:
         return len(self.kernels)
 
 
-def figures_of(module) -> Figures:
-    from .traffic import module_traffic
-    t = module_traffic(module)
-    kernels = tuple((k.path or k.name, str(k.output_shape), int(k.total_read), int(k.total_written))
-                    for k in t.kernels)
-    return Figures(int(t.bytes_read), int(t.bytes_written), kernels)
+def figures_of(module, memo: "_KernelMemo | None" = None) -> Figures:
+    """The figures of ``module``; ``memo`` carries kernel figures over from modules seen
+    before (successive snapshots of one compile)."""
+    return (memo or _KernelMemo()).figures(module)
+
+
+class _KernelMemo:
+    """Kernel figures of successive modules, each entry instruction's computed once.
+
+    The kernels are traffic.py's (``module_traffic(m).kernels``), but only the kernels: the
+    restated XLA rules and the reasons for differences that module_traffic also works out are
+    not needed for a pass's figures.  A kernel of the entry computation that is not control
+    flow reads its operands and writes its result, so its figures depend on the instruction
+    and its operands' shapes alone: they are kept per (instruction object, operand objects),
+    both shared by the parser between snapshots, so an unchanged line costs one look-up.
+    Loops, calls and conditionals (few, and their kernels live in other computations) are
+    walked afresh each time."""
+
+    def __init__(self) -> None:
+        self._by_instruction: dict[tuple, tuple] = {}
+
+    def figures(self, module) -> Figures:
+        from .traffic import _Builder
+        comp = module.entry
+        operand = comp.instruction
+        memo = self._by_instruction
+        kernels: list = []
+        walker = None
+        for inst in comp.instructions:
+            if inst.opcode in _CONTROL_FLOW:
+                walker = walker or _Builder(module)
+                first = len(walker.kernels)
+                walker.instruction(comp, inst, 1, "", inst.name)
+                kernels.extend(_kernel_figures(k) for k in walker.kernels[first:])
+                continue
+            key = (inst, *[operand(o) for o in inst.operands])
+            hit = memo.get(key)
+            if hit is None:
+                one = _Builder(module)
+                one.instruction(comp, inst, 1, "", inst.name)
+                hit = memo[key] = tuple(_kernel_figures(k) for k in one.kernels)
+            kernels.extend(hit)
+        return Figures(sum(k[2] for k in kernels), sum(k[3] for k in kernels), tuple(kernels))
+
+
+def _kernel_figures(k) -> tuple:
+    return (k.path or k.name, str(k.output_shape), int(k.total_read), int(k.total_written))
 
 
 # ---- one step ----------------------------------------------------------------------------
@@ -217,7 +261,8 @@ def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = No
     seq = states(dump)
     base = seq[0].module
     norm = _Normalizer()
-    base_figures = figures_of(base)
+    kernels = _KernelMemo()
+    base_figures = figures_of(base, kernels)
     base_count = max(1, len(_top_level(base)))
     out: list[PassChange] = []
     prev, prev_sig, prev_fig = seq[0], _signature(base), base_figures
@@ -237,7 +282,7 @@ def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = No
         if sig == prev_sig:  # only metadata changed
             prev = cur
             continue
-        fig = figures_of(mod)
+        fig = figures_of(mod, kernels)
         added, removed, rewritten, renamed = _diff(prev.module, mod, norm)
         if not (added or removed or rewritten) and _same_figures(fig, prev_fig):
             # only renumbering or instruction order: not a change of the program
@@ -287,17 +332,35 @@ def _score(ch: PassChange, base: Figures, base_count: int) -> float:
 
 
 # ---- comparing two modules ---------------------------------------------------------------
+#
+# Consecutive snapshots share most of their lines, and the parser (hlo.py) returns the same
+# HloComputation object for a computation whose text did not change and the same Instruction
+# object for a line that did not change.  Everything below leans on that: results derived
+# from a computation's text alone are kept with the computation (``HloComputation.memo``), and
+# the diff compares objects before it compares text, so the work of one step grows with what
+# the pass changed, not with the size of the module.
 
-def _signature(module) -> int:
-    """Equal for modules whose text without metadata is equal."""
-    return hash(tuple((name, tuple(i.canonical for i in comp.instructions))
-                      for name, comp in module.computations.items()))
+def _signature(module) -> tuple:
+    """Equal for modules whose text without metadata is equal.  The canonical lines of each
+    computation are kept with the (shared) computation, so a module costs one tuple per
+    changed computation, and two signatures compare by identity where nothing changed."""
+    return tuple((name, _canonical_lines(comp)) for name, comp in module.computations.items())
 
 
-def _top_level(module) -> list[tuple[str, object]]:
-    """(computation, instruction) for the entry computation and the computations it reaches
-    through control flow (while bodies, branches, calls): the level where kernels live.
-    Fused computations and reducers are part of the instruction that calls them."""
+def _canonical_lines(comp) -> tuple:
+    hit = comp.memo.get("passes.canonical")
+    if hit is None:
+        hit = comp.memo["passes.canonical"] = tuple(i.canonical for i in comp.instructions)
+    return hit
+
+
+def _top_computations(module) -> list:
+    """The entry computation and the computations it reaches through control flow (while
+    bodies, branches, calls): the level where kernels live.  Fused computations and reducers
+    are part of the instruction that calls them.  Kept with the module."""
+    hit = module.__dict__.get("_dumpref_top")
+    if hit is not None:
+        return hit
     seen, order, todo = set(), [], [module.entry.name]
     while todo:
         name = todo.pop()
@@ -309,29 +372,55 @@ def _top_level(module) -> list[tuple[str, object]]:
         for inst in comp.instructions:
             if inst.opcode in _CONTROL_FLOW:
                 todo.extend(inst.called)
-    return [(c.name, i) for c in order for i in c.instructions]
+    module.__dict__["_dumpref_top"] = order
+    return order
+
+
+def _top_level(module) -> list[tuple[str, object]]:
+    """(computation name, instruction) for every instruction of ``_top_computations``."""
+    return [(c.name, i) for c in _top_computations(module) for i in c.instructions]
+
+
+def _instruction_ids(comp) -> frozenset:
+    hit = comp.memo.get("passes.ids")
+    if hit is None:
+        hit = comp.memo["passes.ids"] = frozenset(id(i) for i in comp.instructions)
+    return hit
+
+
+def _callers(comp) -> tuple:
+    """The instructions of ``comp`` that call computations (fusions, reduces, loops...)."""
+    hit = comp.memo.get("passes.callers")
+    if hit is None:
+        hit = comp.memo["passes.callers"] = tuple(i for i in comp.instructions if i.called)
+    return hit
 
 
 class _Normalizer:
     """Text of an instruction without numeric name suffixes, and signatures of the bodies it
-    calls, cached per instruction object (the parser shares them between snapshots)."""
+    calls, cached per instruction object (the parser shares them between snapshots).
+
+    A body signature is interned as a small integer (equal integers = equal signatures):
+    signatures are nested tuples, which Python re-hashes on every dictionary look-up."""
 
     def __init__(self) -> None:
         self._norm: dict[int, tuple] = {}
         self._comp: dict[str, str] = {}
+        self._interned: dict[tuple, int] = {}
+        self._leaf_sig: dict[int, tuple] = {}  # id(computation) -> (computation, token)
 
     def norm(self, inst) -> str:
         hit = self._norm.get(id(inst))
         if hit is not None and hit[0] is inst:
             return hit[1]
-        text = _SUFFIX.sub(r"\1", inst.canonical)
+        text = _SUFFIX.sub(_name_only, inst.canonical)
         self._norm[id(inst)] = (inst, text)
         return text
 
     def comp_name(self, name: str) -> str:
         hit = self._comp.get(name)
         if hit is None:
-            hit = self._comp[name] = _SUFFIX.sub(r"\1", name)
+            hit = self._comp[name] = _SUFFIX.sub(_name_only, name)
         return hit
 
     def body(self, module, inst) -> tuple:
@@ -339,14 +428,31 @@ class _Normalizer:
         reducers), names without suffixes; cached per module and computation."""
         if not inst.called:
             return ()
-        cache = module.__dict__.setdefault("_dumpref_bodies", {})
+        # per module and per normalizer: the tokens are this normalizer's
+        owner, cache = module.__dict__.get("_dumpref_bodies", (None, None))
+        if owner is not self:
+            cache = {}
+            module.__dict__["_dumpref_bodies"] = (self, cache)
         return tuple(self._comp_sig(module, c, cache, 0) for c in inst.called)
 
-    def same_bodies(self, a, b, inst) -> bool:
+    def same_bodies(self, a, b, inst, same_objects: dict) -> bool:
         """Do the computations ``inst`` calls hold the same instruction objects in both
-        modules (cheap), or failing that the same text without suffixes?"""
+        modules (cheap), or failing that the same text without suffixes?  ``same_objects``
+        remembers, for this pair of modules, which computations are the very same objects
+        all the way down (the common case: the pass did not touch them)."""
+        if all(self._same_objects(a, b, c, same_objects, 0) for c in inst.called):
+            return True
         return all(self._ids(a, c) == self._ids(b, c) for c in inst.called) or \
             self.body(a, inst) == self.body(b, inst)
+
+    def _same_objects(self, a, b, name: str, memo: dict, depth: int) -> bool:
+        hit = memo.get(name)
+        if hit is None:
+            ca, cb = a.computations.get(name), b.computations.get(name)
+            hit = ca is cb and (ca is None or depth > 16 or all(
+                self._same_objects(a, b, c, memo, depth + 1) for c in ca.callees))
+            memo[name] = hit
+        return hit
 
     def _ids(self, module, name: str, depth: int = 0):
         cache = module.__dict__.setdefault("_dumpref_body_ids", {})
@@ -367,41 +473,62 @@ class _Normalizer:
             return hit
         comp = module.computations.get(name)
         if comp is None or depth > 16:
-            return ()
+            return -1  # the signature of a missing computation: ()
+        if not comp.callees:  # a leaf: its signature is its own text, whatever the module
+            leaf = self._leaf_sig.get(id(comp))
+            if leaf is not None and leaf[0] is comp:
+                cache[name] = leaf[1]
+                return leaf[1]
         sig = tuple(self.norm(i) if not i.called else
                     (self.norm(i),) + tuple(self._comp_sig(module, c, cache, depth + 1) for c in i.called)
                     for i in comp.instructions)
-        cache[name] = sig
-        return sig
+        token = self._interned.setdefault(sig, len(self._interned))
+        if not comp.callees:
+            self._leaf_sig[id(comp)] = (comp, token)
+        cache[name] = token
+        return token
 
 
 def _diff(a, b, norm: _Normalizer):
     """(added, removed, rewritten pairs, renamed count) between two modules' top-level
     instructions."""
-    ta_all, tb_all = _top_level(a), _top_level(b)
-    # Fast path: the parser shares instruction objects between snapshots for identical
-    # lines, so an instruction object present on both sides (in the same computation, and
-    # calling bodies that did not change) is unchanged, whatever else moved.
-    ids_b: dict = {}
-    for comp, inst in tb_all:
-        ids_b.setdefault((comp, id(inst)), []).append(inst)
-    ta, same = [], {}
-    for comp, inst in ta_all:
-        bucket = ids_b.get((comp, id(inst)))
-        if bucket and (not inst.called or norm.same_bodies(a, b, inst)):
-            bucket.pop()
-            if not bucket:
-                del ids_b[(comp, id(inst))]
-            same[(comp, id(inst))] = same.get((comp, id(inst)), 0) + 1
-        else:
-            ta.append((comp, inst))
+    comps_a, comps_b = _top_computations(a), _top_computations(b)
+    # Fast path: an instruction object present on both sides (in the same computation, and
+    # calling bodies that did not change) is unchanged, whatever else moved.  A computation
+    # that is the same object on both sides only needs its calling instructions checked.
+    b_by_name = {c.name: c for c in comps_b}
+    a_names = {c.name for c in comps_a}
+    same_objects: dict = {}
+    ta, matched = [], {}
+    for ca in comps_a:
+        cb = b_by_name.get(ca.name)
+        if cb is None:
+            ta.extend((ca.name, i) for i in ca.instructions)
+            continue
+        if ca is cb:
+            changed = {id(i) for i in _callers(ca) if not norm.same_bodies(a, b, i, same_objects)}
+            if changed:
+                ta.extend((ca.name, i) for i in ca.instructions if id(i) in changed)
+            matched[ca.name] = (False, changed)
+            continue
+        ids_b = _instruction_ids(cb)
+        same = set()
+        for inst in ca.instructions:
+            if id(inst) in ids_b and (not inst.called or norm.same_bodies(a, b, inst, same_objects)):
+                same.add(id(inst))
+            else:
+                ta.append((ca.name, inst))
+        matched[ca.name] = (True, same)
     tb = []
-    for comp, inst in tb_all:
-        n = same.get((comp, id(inst)), 0)
-        if n:
-            same[(comp, id(inst))] = n - 1
-        else:
-            tb.append((comp, inst))
+    for cb in comps_b:
+        if cb.name not in a_names:
+            tb.extend((cb.name, i) for i in cb.instructions)
+            continue
+        is_matched_set, ids = matched[cb.name]
+        if is_matched_set:
+            tb.extend((cb.name, i) for i in cb.instructions if id(i) not in ids)
+        elif ids:
+            tb.extend((cb.name, i) for i in cb.instructions if id(i) in ids)
 
     def exact(module, comp, inst):
         return (norm.comp_name(comp), inst.canonical, norm.body(module, inst))
@@ -449,8 +576,9 @@ def _diff(a, b, norm: _Normalizer):
         else:
             added.append(inst)
     removed = [i for bucket in loose_a.values() for i in bucket]
-    order_a = {id(i): n for n, (_, i) in enumerate(ta_all)}
-    removed.sort(key=lambda i: order_a[id(i)])
+    if len(removed) > 1:
+        order_a = {id(i): n for n, (_, i) in enumerate(_top_level(a))}
+        removed.sort(key=lambda i: order_a[id(i)])
     return added, removed, rewritten, renamed
 
 
