@@ -211,6 +211,7 @@ class ClaimRecord:
     environment: dict = field(default_factory=dict)
     outcome: str = "unknown"          # passed | failed | skipped
     reason: str = ""
+    order: int = 0                    # position in the collection: the write-up follows the files
 
     def violations(self, observed_chip: str | None) -> list[str]:
         """The rule, as sentences.  Empty means the claim is allowed to stand."""
@@ -254,4 +255,5 @@ class ClaimRecord:
         return {"nodeid": self.nodeid, "text": self.text, "section": self.section,
                 "studies": self.studies, "provenance": self.provenance.as_dict() if self.provenance else None,
                 "evidence": self.evidence.items, "observed": self.evidence.observed,
-                "environment": self.environment, "outcome": self.outcome, "reason": self.reason}
+                "environment": self.environment, "outcome": self.outcome, "reason": self.reason,
+                "order": self.order}

@@ -57,7 +57,7 @@ def _session(config) -> DumprefSession:
 
 def pytest_collection_modifyitems(session, config, items):
     """Marker arguments are checked before anything runs: a usage error names the test."""
-    for item in items:
+    for index, item in enumerate(items):
         marker = item.get_closest_marker("claim")
         if marker is None:
             continue
@@ -67,6 +67,7 @@ def pytest_collection_modifyitems(session, config, items):
             prov = parse_provenance_marker(item.nodeid, prov_marker.args, prov_marker.kwargs) if prov_marker else None
             names = {m.name for m in item.iter_markers()}
             item.stash[_RECORD_KEY] = _session(config).new_record(item.nodeid, claim, prov, names)
+            item.stash[_RECORD_KEY].order = index  # every xdist worker collects the same list
         except MarkerError as e:
             raise pytest.UsageError(f"pytest-dumpref: {e}") from None
 

@@ -136,7 +136,9 @@ def render(records: list[dict], environment: dict, config: DumprefConfig,
            assets: dict[str, str] | None = None) -> str:
     """The whole write-up.  ``records`` are ClaimRecord.to_json() dicts."""
     assets = assets or {}
-    records = sorted(records, key=lambda r: r["nodeid"])
+    # Claims appear in the order they are written in their files (collection order); the
+    # node id breaks ties so that the output never depends on which xdist worker ran what.
+    records = sorted(records, key=lambda r: (r.get("order", 0), r["nodeid"]))
     passed = [r for r in records if r["outcome"] == "passed"]
     not_established = [r for r in records if r["outcome"] != "passed"]
 

@@ -23,8 +23,13 @@ PLATFORM = "dumpref"
 
 #: Flags for the normal build; why each: C11 as the issue asks, warnings on, symbols hidden so
 #: only GetPjrtApi is exported (jaxlib dlsym's it), -g so aborts inside the plugin have names.
-BASE_FLAGS = ("-std=c11", "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra",
-              "-fvisibility=hidden")
+#: The vectorizer flags: GCC 12's -O2 vectorizes only loops that need no run-time check, and
+#: the interpreter's elementwise kernels (prog_interp.c) need one because an output may alias an
+#: input; without it `x + 1` over 1M f32 spent its time in a scalar addss loop (sampled with
+#: perf: 57 % of a jitted loop's samples, page faults under 1 %).  Vectorizing changes no result
+#: (no -ffast-math: float reductions keep their order).  Clang ignores the cost-model flag.
+BASE_FLAGS = ("-std=c11", "-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-g", "-fPIC",
+              "-shared", "-Wall", "-Wextra", "-fvisibility=hidden")
 #: AddressSanitizer + UndefinedBehaviorSanitizer; -fno-sanitize-recover makes UB fatal so a
 #: test cannot pass over it.
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
@@ -98,9 +103,11 @@ def build_command(output: Path, *, sanitize: bool = False, src: Path | None = No
 
 
 def sources_digest(src: Path | None = None) -> str:
-    """One hash over the C sources and headers, to key caches of built libraries."""
+    """One hash over the C sources and headers and the build flags, to key caches of built
+    libraries (a change of flags alone must not leave a stale library in the cache)."""
     src = src or plugin_source_dir()
-    h = hashlib.sha256()
+    h = hashlib.sha256("\0".join((os.environ.get("CC", ""),) + BASE_FLAGS + LIBS).encode()
+                       + b"\0\0")
     for p in sorted(list(src.glob("*.c")) + list(src.glob("*.h"))):
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     h.update((header_dir() / "pjrt_c_api.h").read_bytes())

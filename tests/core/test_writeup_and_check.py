@@ -220,3 +220,21 @@ def test_sum(benchmark):
     assert "pytest-benchmark statistics, group sums (seconds)" in text and "| rounds |" in text
     info = json.loads((pytester.path / "b.json").read_text())["machine_info"]["dumpref"]
     assert info["chip"] == cpu_model_name() and info["jax"] and "XLA_FLAGS" in info
+
+
+def test_claims_appear_in_the_order_they_are_written(pytester):
+    pytester.makepyfile(test_order='''
+import pytest
+P = dict(dtype="f32", shapes={"x": (1,)}, method="m")
+@pytest.mark.claim("Zebra comes first")
+@pytest.mark.provenance(**P)
+def test_z(evidence):
+    evidence.number("n", 1)
+@pytest.mark.claim("Aardvark comes second")
+@pytest.mark.provenance(**P)
+def test_a(evidence):
+    evidence.number("n", 2)
+''')
+    pytester.runpytest("-p", "xdist", "-n", "2", "--dumpref-report=w.md").assert_outcomes(passed=2)
+    text = (pytester.path / "w.md").read_text()
+    assert text.index("### Zebra comes first") < text.index("### Aardvark comes second")
