@@ -23,7 +23,9 @@ from .dump import Dump, DumpError, Snapshot
 
 # Instructions that move no data of their own: XLA's traffic accounting and ours skip them.
 _CONTROL_FLOW = frozenset({"while", "conditional", "call"})
-_SUFFIX = re.compile(r"((?:%|\b)[A-Za-z_][\w\-]*?)\.\d+\b")
+# A name's numeric suffix (``add.123`` -> ``add``; ``%`` is not a word character, so ``%add.1``
+# starts at a word boundary too; ``.`` cannot occur inside the name, so the run is greedy).
+_SUFFIX = re.compile(r"\b([A-Za-z_][\w\-]*)\.\d+\b")
 # (a function, not the template r"\1": re expands a template in Python for every match)
 _name_only = operator.methodcaller("group", 1)
 _METADATA_TEXT = re.compile(r", metadata=\{[^{}]*\}")
@@ -254,10 +256,11 @@ def states(dump: Dump) -> list[State]:
 def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = None) -> list[PassChange]:
     """Every step whose module differs from the one before it (metadata ignored), in order.
 
-    Snapshots share most of their text, and that is used twice: a file byte-identical to
-    the previous one is not parsed at all (about half of them: every ``pipeline-start``),
-    and the parser shares instruction objects between identical lines, so the diff
-    compares objects before it compares text."""
+    Snapshots share most of their text, and the work of a step grows with what its pass
+    changed rather than with the module: a file byte-identical to the previous one is not
+    parsed at all (about half of them: every ``pipeline-start``); the parser returns the same
+    computation and instruction objects for unchanged text, so signatures, the diff and the
+    kernel figures reuse what was worked out for those objects at an earlier step."""
     seq = states(dump)
     base = seq[0].module
     norm = _Normalizer()
@@ -534,8 +537,8 @@ def _diff(a, b, norm: _Normalizer):
         return (norm.comp_name(comp), inst.canonical, norm.body(module, inst))
 
     count: dict = {}
-    for comp, inst in ta:
-        k = exact(a, comp, inst)
+    keys_a = [exact(a, comp, inst) for comp, inst in ta]
+    for k in keys_a:
         count[k] = count.get(k, 0) + 1
     only_b = []
     for comp, inst in tb:
@@ -545,8 +548,7 @@ def _diff(a, b, norm: _Normalizer):
         else:
             only_b.append((comp, inst))
     only_a = []
-    for comp, inst in ta:
-        k = exact(a, comp, inst)
+    for k, (comp, inst) in zip(keys_a, ta):
         if count.get(k, 0) > 0:
             count[k] -= 1
             only_a.append((comp, inst))
