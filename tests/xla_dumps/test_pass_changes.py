@@ -8,6 +8,7 @@ import numpy as np
 from pytest_dumpref.examples import softmax
 from pytest_dumpref.xla.dump import Dump, DumpSession
 from pytest_dumpref.xla.passes import pass_changes, rank_passes
+from pytest_dumpref.xla.traffic import module_traffic
 
 _M = """HloModule m, entry_computation_layout={{(f32[8]{{0}})->f32[8]{{0}}}}
 
@@ -66,6 +67,20 @@ def test_added_and_removed_kernels_and_bytes(tmp_path):
     assert abs(c.score - (64 / 128 + 64 / 96 + 3 / 4)) < 1e-12
 
 
+def test_an_unchanged_line_follows_its_operands_new_shape(tmp_path):
+    # figures are kept per instruction between snapshots: s.4's line is the same text in both,
+    # but its operand b.3 shrank, so what s.4 reads must follow
+    wide = ('  %b.3 = f32[8]{0} negate(%p.1)\n'
+            '  ROOT %s.4 = f32[2]{0} slice(%b.3), slice={[0:2]}')
+    narrow = ('  %b.3 = f32[4]{0} slice(%p.1), slice={[0:4]}\n'
+              '  ROOT %s.4 = f32[2]{0} slice(%b.3), slice={[0:2]}')
+    d = _write(tmp_path / "d", [("in", wide), ("narrower", narrow), ("out", narrow)])
+    (c,) = pass_changes(d)
+    assert ("s.4", "f32[2]{0}", 32, 8) in c.figures_before.kernels
+    assert ("s.4", "f32[2]{0}", 16, 8) in c.figures_after.kernels
+    assert [i.name for _, i in c.rewritten] == ["b.3"]
+
+
 def test_softmax_fusion_pass_against_xla(tmp_path):
     x = np.linspace(-1, 1, 64 * 128, dtype=np.float32).reshape(64, 128)
     d = DumpSession(tmp_path).dump(softmax, x)
@@ -78,6 +93,14 @@ def test_softmax_fusion_pass_against_xla(tmp_path):
     assert fusion.figures_after.bytes_accessed < fusion.figures_before.bytes_accessed
     fb, fa = fusion.flops()
     assert fb == fa > 0  # fusion moves work, it does not remove it
+    # the figures carried from snapshot to snapshot are those of a fresh traffic accounting
+    for c in pass_changes(d):
+        t = module_traffic(c.after.module)
+        assert c.figures_after.kernels == tuple(
+            (k.path or k.name, str(k.output_shape), k.total_read, k.total_written)
+            for k in t.kernels)
+        assert (c.figures_after.bytes_read, c.figures_after.bytes_written) == \
+            (t.bytes_read, t.bytes_written)
     text = fusion.after.path.read_text()
     _, after = fusion.excerpt()
     for line in after.splitlines():
