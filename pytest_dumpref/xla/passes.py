@@ -74,25 +74,19 @@ class _KernelMemo:
         self._by_instruction: dict[tuple, tuple] = {}
 
     def figures(self, module) -> Figures:
-        from .traffic import _Builder
+        from .traffic import instruction_kernels
         comp = module.entry
         operand = comp.instruction
         memo = self._by_instruction
         kernels: list = []
-        walker = None
         for inst in comp.instructions:
             if inst.opcode in _CONTROL_FLOW:
-                walker = walker or _Builder(module)
-                first = len(walker.kernels)
-                walker.instruction(comp, inst, 1, "", inst.name)
-                kernels.extend(_kernel_figures(k) for k in walker.kernels[first:])
+                kernels.extend(_kernel_figures(k) for k in instruction_kernels(module, comp, inst))
                 continue
             key = (inst, *[operand(o) for o in inst.operands])
             hit = memo.get(key)
             if hit is None:
-                one = _Builder(module)
-                one.instruction(comp, inst, 1, "", inst.name)
-                hit = memo[key] = tuple(_kernel_figures(k) for k in one.kernels)
+                hit = memo[key] = tuple(_kernel_figures(k) for k in instruction_kernels(module, comp, inst))
             kernels.extend(hit)
         return Figures(sum(k[2] for k in kernels), sum(k[3] for k in kernels), tuple(kernels))
 

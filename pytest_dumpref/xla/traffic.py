@@ -647,6 +647,15 @@ def _generic_reason(inst: Instruction) -> str:
     return f"{op}: the rules differ"
 
 
+def instruction_kernels(module: HloModule, comp: HloComputation, inst: Instruction) -> list[KernelTraffic]:
+    """The kernels one instruction of ``comp`` runs, with their traffic (a fusion is one
+    kernel; a loop, call or conditional runs the kernels of its computations).  The
+    per-pass analysis uses this to re-account only the instructions a pass changed."""
+    builder = _Builder(module)
+    builder.instruction(comp, inst, 1, "", inst.name)
+    return builder.kernels
+
+
 class _Builder:
     def __init__(self, module: HloModule):
         self.module = module
