@@ -42,13 +42,20 @@ def load(pyproject: Path | None) -> DumprefConfig:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ConfigError(f"{pyproject}: not valid TOML: {e}") from None
     raw = data.get("tool", {}).get("dumpref", {})
-    known = {"title", "intro", "sections", "section_titles", "section_intros", "default_tolerances"}
+    known = {"title", "intro", "intro_file", "sections", "section_titles", "section_intros",
+             "default_tolerances"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{pyproject}: [tool.dumpref] has unknown keys {unknown}; known: {sorted(known)}")
     cfg = DumprefConfig(source=str(pyproject))
-    for key in known & set(raw):
+    for key in known & set(raw) - {"intro_file"}:
         setattr(cfg, key, raw[key])
+    if "intro_file" in raw:  # a long introduction reads better as a Markdown file of its own
+        intro = pyproject.parent / raw["intro_file"]
+        try:
+            cfg.intro = (cfg.intro + "\n\n" if cfg.intro else "") + intro.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"{pyproject}: [tool.dumpref] intro_file {raw['intro_file']!r}: {e}") from None
     if not isinstance(cfg.sections, list) or not all(isinstance(s, str) for s in cfg.sections):
         raise ConfigError(f"{pyproject}: [tool.dumpref] sections must be a list of names")
     for unit, tol in cfg.default_tolerances.items():

@@ -99,6 +99,8 @@ def pytest_runtest_call(item):
     result = yield  # a failing assertion propagates from here as usual
     record = item.stash.get(_RECORD_KEY, None)
     if record is not None:
+        # pytest keeps its TempPathFactory here; evidence is located relative to its basetemp
+        _session(item.config).basetemp = item.config._tmp_path_factory.getbasetemp()
         try:
             _record_benchmark(item, record)
             problems = _session(item.config).judge(record)
@@ -127,6 +129,20 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+def _rootdir_relative_args(config) -> list[str]:
+    """The run's positional arguments as rootdir-relative node-id prefixes."""
+    out = []
+    for arg in config.args:
+        path, sep, rest = str(arg).partition("::")
+        full = (config.invocation_params.dir / path).resolve()
+        try:
+            rel = full.relative_to(config.rootpath.resolve()).as_posix()
+        except ValueError:
+            continue
+        out.append(("" if rel == "." else rel) + (sep + rest if sep else ""))
+    return out
+
+
 class _RunHooks:
     """Hooks that need the run's session object: registered per run, the way junitxml
     registers its LogXML, so report hooks (which get no config) can reach it."""
@@ -145,7 +161,7 @@ class _RunHooks:
         opt = self.config.getoption
         narrowed = bool(opt("keyword") or opt("markexpr") or opt("lf", False) or opt("deselect", None))
         dsession = _session(self.config)
-        dsession.finish(narrowed)
+        dsession.finish(narrowed, _rootdir_relative_args(self.config))
         if dsession.problems and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

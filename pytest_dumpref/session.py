@@ -63,6 +63,7 @@ class DumprefSession:
         # Read the write-up up front: a missing or malformed one is a usage error before any test runs.
         self.written = writeup.read(self.check_path) if self.check_path else None
         self.records: dict[str, dict] = {}
+        self.basetemp: Path | None = None  # set by the plugin: pytest's --basetemp of this process
         self.problems: list[str] = []
 
     # -- per test ---------------------------------------------------------------------
@@ -102,7 +103,9 @@ class DumprefSession:
             if item["kind"] == "number":
                 item["effective_tolerance"] = self.config.tolerance_for(item.get("unit"), item.get("tolerance"))
             elif item["kind"] == "file":
-                item["name"] = Path(item.pop("path")).name
+                path = Path(item.pop("path"))
+                item["name"] = path.name
+                item["where"] = self._under_basetemp(path)
             items.append(item)
         data["evidence"] = items
         opts = data["observed"].get("options")
@@ -110,10 +113,24 @@ class DumprefSession:
             data["observed"]["options"] = {k: v for k, v in opts.items() if k != "xla_dump_to"}
         return data
 
+    def _under_basetemp(self, path: Path) -> str | None:
+        """Where a piece of evidence lies relative to pytest's --basetemp (the same in a serial
+        and an xdist run, since each worker has a basetemp of its own)."""
+        if self.basetemp is None:
+            return None
+        try:
+            return path.resolve().relative_to(Path(self.basetemp).resolve()).as_posix()
+        except ValueError:
+            return None
+
     def collect(self, data: dict) -> None:
         self.records[data["nodeid"]] = data
 
     # -- end of run -----------------------------------------------------------------------
+    def _report_name(self) -> str:
+        rel = self._ignored_paths()
+        return rel[0] if rel else self.report.name
+
     def _ignored_paths(self) -> tuple[str, ...]:
         if not self.report:
             return ()
@@ -123,10 +140,12 @@ class DumprefSession:
             return ()
         return (str(rel), str(rel.with_suffix("")) + ".assets")
 
-    def finish(self, selection_narrowed: bool) -> None:
+    def finish(self, selection_narrowed: bool, args: list[str] | None = None) -> None:
+        """``args``: what the run was asked to run, rootdir-relative ("claims/", "f.py::test")."""
         if self.written is not None and not selection_narrowed:
             outcomes = {k: v["outcome"] for k, v in self.records.items()}
-            self.problems += check.missing_claims(self.written["claims"], outcomes)
+            covers = check.covered_by(args) if args else (lambda nodeid: True)
+            self.problems += check.missing_claims(self.written["claims"], outcomes, covers)
         if self.report is not None:
             self.write_report()
 
@@ -147,7 +166,8 @@ class DumprefSession:
                 shutil.copyfile(src, dest)
                 assets[item["sha256"] + item["title"]] = f"{assets_dir.name}/{dest.name}"
         env = environment(self.rootdir, self._ignored_paths())
-        text = writeup.render(list(self.records.values()), env, self.config, assets)
+        text = writeup.render(list(self.records.values()), env, self.config, assets,
+                              report_name=self._report_name())
         self.report.write_text(text, encoding="utf-8")
 
     def summary_lines(self) -> list[str]:

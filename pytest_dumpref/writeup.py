@@ -77,8 +77,12 @@ def anchor(nodeid: str) -> str:
     return "claim-" + re.sub(r"[^a-z0-9]+", "-", nodeid.lower()).strip("-")
 
 
-def reproduce_command(nodeid: str) -> str:
-    return f"python -m pytest '{nodeid}' -p no:randomly"
+EVIDENCE_DIR = "dumpref-evidence"
+
+
+def reproduce_command(nodeid: str, report_name: str = "writeup.md") -> str:
+    """Re-run one claim and compare it with this write-up; its dumps stay in EVIDENCE_DIR."""
+    return f"python -m pytest '{nodeid}' --dumpref-check={report_name} --basetemp={EVIDENCE_DIR}"
 
 
 def _shapes_text(shapes) -> str:
@@ -128,12 +132,13 @@ def _evidence_lines(rec: dict, assets: dict[str, str]) -> list[str]:
             out += ["", f"![{item['title']}]({rel})", f"*{item['title']}*"]
         elif kind == "file":
             what = "folder" if item.get("is_dir") else "file"
-            out += ["", f"- {what} **{item['title']}** (`{item.get('name', '')}`): sha256 `{item['sha256'][:16]}…`"]
+            where = f"`{EVIDENCE_DIR}/{item['where']}`" if item.get("where") else f"`{item.get('name', '')}`"
+            out += ["", f"- {what} **{item['title']}**: {where}, sha256 `{item['sha256'][:16]}…`"]
     return out
 
 
 def render(records: list[dict], environment: dict, config: DumprefConfig,
-           assets: dict[str, str] | None = None) -> str:
+           assets: dict[str, str] | None = None, report_name: str = "writeup.md") -> str:
     """The whole write-up.  ``records`` are ClaimRecord.to_json() dicts."""
     assets = assets or {}
     # Claims appear in the order they are written in their files (collection order); the
@@ -151,9 +156,13 @@ def render(records: list[dict], environment: dict, config: DumprefConfig,
     lines += ["## Environment", ""] + _md_table(
         ["", ""], [[k, environment.get(k)] for k in
                    ("chip", "platform", "jax", "jaxlib", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty")])
-    lines += ["", "To reproduce everything: `pip install -e '.[test]' && python -m pytest claims/ "
-              "--dumpref-report=writeup.md`; to re-prove this file: `python -m pytest claims/ "
-              "--dumpref-check=writeup.md`.", ""]
+    lines += ["", "Set up once: `pip install -e '.[test]'` in a clone of the repository. Re-prove "
+              f"this whole file: `python -m pytest claims/ --dumpref-check={report_name} "
+              f"--basetemp={EVIDENCE_DIR}` (every number and hash below is compared; the dumps "
+              f"are left under `{EVIDENCE_DIR}/`). Re-render it: `python -m pytest claims/ "
+              f"--dumpref-report={report_name}`. Under each claim, `Reproduce:` re-runs that claim "
+              "alone against this file: it passes only if every number of the claim reproduces, "
+              f"and a file shown as `{EVIDENCE_DIR}/...` is where its evidence is then found.", ""]
 
     order = list(config.sections) + sorted({r["section"] for r in passed} - set(config.sections))
     for section in order:
@@ -167,7 +176,7 @@ def render(records: list[dict], environment: dict, config: DumprefConfig,
             lines += [f'<a id="{anchor(rec["nodeid"])}"></a>', f"### {rec['text']}", ""]
             lines += _md_table(["provenance", ""], _provenance_rows(rec))
             lines += _evidence_lines(rec, assets)
-            lines += ["", f"Reproduce: `{reproduce_command(rec['nodeid'])}`", ""]
+            lines += ["", f"Reproduce: `{reproduce_command(rec['nodeid'], report_name)}`", ""]
 
     lines += ["## Not established", ""]
     if not not_established:

@@ -72,7 +72,10 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     assert "| time | 1 ms | ±25% |" in text
     assert "```hlo\nROOT add.1 = f32[1024,1024]{1,0} add(p0, p1)\n```" in text
     assert "| dtype | bytes |" in text and "| bf16 | 2 |" in text
-    assert "Reproduce: `python -m pytest 'test_claims.py::test_bytes' -p no:randomly`" in text
+    assert ("Reproduce: `python -m pytest 'test_claims.py::test_bytes' --dumpref-check=writeup.md "
+            "--basetemp=dumpref-evidence`") in text
+    # hashed evidence says where a reproduction leaves it
+    assert "- file **the dump**: `dumpref-evidence/test_bytes0/dump.txt`, sha256" in text
     # the false claim is never presented as established
     established = text[:text.index("## Not established")]
     assert "This one is not true" not in established
@@ -85,16 +88,18 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
 
 
 def test_two_runs_give_the_same_markdown(project):
-    project.runpytest("--dumpref-report=a.md")
-    project.runpytest("--dumpref-report=b.md")
-    assert (project.path / "a.md").read_text() == (project.path / "b.md").read_text()
+    project.runpytest("--dumpref-report=writeup.md")
+    first = (project.path / "writeup.md").read_text()
+    project.runpytest("--dumpref-report=writeup.md")
+    assert (project.path / "writeup.md").read_text() == first
 
 
 def test_xdist_gives_the_same_writeup_as_a_serial_run(project):
-    project.runpytest_subprocess("--dumpref-report=serial.md")
-    res = project.runpytest_subprocess("-n", "2", "--dumpref-report=parallel.md")
+    project.runpytest_subprocess("--dumpref-report=writeup.md")
+    serial = (project.path / "writeup.md").read_text()
+    res = project.runpytest_subprocess("-n", "2", "--dumpref-report=writeup.md")
     res.assert_outcomes(passed=3, failed=1)
-    assert (project.path / "serial.md").read_text() == (project.path / "parallel.md").read_text()
+    assert (project.path / "writeup.md").read_text() == serial
 
 
 def test_check_passes_on_an_unchanged_run(project):
@@ -238,3 +243,40 @@ def test_a(evidence):
     pytester.runpytest("-p", "xdist", "-n", "2", "--dumpref-report=w.md").assert_outcomes(passed=2)
     text = (pytester.path / "w.md").read_text()
     assert text.index("### Zebra comes first") < text.index("### Aardvark comes second")
+
+
+def test_checking_one_claim_does_not_call_the_others_gone(project):
+    project.runpytest("--dumpref-report=writeup.md")
+    res = project.runpytest("test_claims.py::test_bytes", "--dumpref-check=writeup.md")
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["*every claim that ran reproduces writeup.md (1 claims)*"])
+    assert res.ret == 0
+    # a whole file is expected whole: a claim missing from it is gone
+    project.makepyfile(test_claims=CLAIMS.replace("def test_time", "def _gone"))
+    res = project.runpytest("test_claims.py", "--dumpref-check=writeup.md")
+    res.stdout.fnmatch_lines(["*claim test_claims.py::test_time is established in the write-up but did not run*"])
+
+
+def test_the_reproduce_line_of_a_claim_works_as_written(project):
+    project.runpytest("--dumpref-report=writeup.md")
+    text = (project.path / "writeup.md").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("Reproduce: ") and "test_bytes" in ln)
+    import shlex
+    argv = shlex.split(line[len("Reproduce: `"):-1])
+    assert argv[:3] == ["python", "-m", "pytest"]
+    res = project.runpytest(*argv[3:])
+    res.assert_outcomes(passed=1)
+    assert (project.path / "dumpref-evidence" / "test_bytes0" / "dump.txt").is_file()
+
+
+def test_intro_file_is_rendered_under_the_title(pytester):
+    pytester.makepyprojecttoml('[tool.dumpref]\ntitle = "T"\nintro_file = "docs/intro.md"\n')
+    (pytester.path / "docs").mkdir()
+    (pytester.path / "docs" / "intro.md").write_text("How to read this.\n")
+    pytester.makepyfile(test_x="def test_x(): pass\n")
+    pytester.runpytest("--dumpref-report=w.md")
+    assert (pytester.path / "w.md").read_text().startswith("# T\n\nHow to read this.\n")
+    pytester.makepyprojecttoml('[tool.dumpref]\nintro_file = "missing.md"\n')
+    res = pytester.runpytest()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "intro_file 'missing.md'" in res.stderr.str()
