@@ -16,6 +16,9 @@ class XlaPrivateApiError(RuntimeError):
 
 def _hlo_module_from_text():
     try:
+        # jax first: importing it sets up jaxlib's C++ logging; jaxlib._hlo imported on its own
+        # leaves XLA's INFO lines on, and every later backend start-up prints them.
+        import jax  # noqa: F401
         from jaxlib import _hlo
         return _hlo.hlo_module_from_text
     except (ImportError, AttributeError) as e:
