@@ -33,12 +33,16 @@ the compiler logged in this run are the strings these functions return):
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pytest_dumpref.examples import softmax
 from pytest_dumpref.timing import TimingPlan, cpu_caches, plot_prediction, run_plan
+from pytest_dumpref.xla.dump import Dump, strip_source_info
+from pytest_dumpref.xla.passes import show_line
 
 pytestmark = pytest.mark.fusion
 
@@ -143,8 +147,78 @@ def _around_pass(d, pass_name: str):
 
 
 def _entry_excerpt(module) -> str:
-    return "\n".join(f"{i.name} = {i.shape} {i.opcode}({', '.join(i.operands)})"
-                     for i in module.entry.instructions)
+    """The entry computation as dumped, each instruction's metadata shortened to metadata={...}
+    (the same marking as Study 1's excerpts), so that any line can be found in the dump by
+    searching for its first part."""
+    entry = module.entry
+    return "\n".join([entry.header] + [show_line(i) for i in entry.instructions] + ["}"])
+
+
+def _stable_name(path) -> str:
+    """A dump file's name with the process's compile counter (module_0004) shown as
+    module_NNNN: it counts the compiles the process made before, so it changes with what ran
+    earlier in the same pytest process."""
+    return re.sub(r"^module_\d+\.", "module_NNNN.", Path(path).name)
+
+
+AS_DUMPED = "as dumped, metadata={...} shortened"
+
+FOLDERS_NOTE = (
+    "Each compile a claim makes gets a sub-folder of the test's xla-dumps/ folder, numbered in "
+    "compile order (the file lines above give the full path under pytest's --basetemp). Dump file "
+    "names begin module_NNNN, the compile counter of the process (a claim run alone starts at "
+    "module_0000), so the excerpt titles show it as NNNN.")
+REFERENCE_NOTE = (
+    "An NN-softmax-reference folder is the unfused fixture's control (DumpSession.unfused in "
+    "pytest_dumpref/xla/dump.py), compiled just before the unfused variant: the default program "
+    "again, with a snapshot after every pass that ran, changed or not (xla_dump_hlo_pass_re=., "
+    "where .* dumps only the passes that changed something). It serves two checks: each pass "
+    "named for disabling must appear in it, since XLA accepts unknown names in "
+    "xla_disable_hlo_passes silently; and the unfused optimized module must differ from its "
+    "optimized module. It is not evidence; its optimized module is the default program's "
+    "(asserted by this claim).")
+FUSION_LOG_NOTE = (
+    "A fusion-log sub-folder holds the same compile once more with "
+    "xla_dump_fusion_visualization; its *_fusion.html files carry the fusion pass's decision log "
+    "(Dump.fusion_decisions), the compiler's column of the decision table.")
+
+
+def _folders(evidence, *dumps) -> None:
+    """Which sub-folder of xla-dumps/ holds which compile, from the folders themselves."""
+    root = dumps[0].folder.parent
+    made = {d.folder.name: d for d in dumps}
+    default = next((d for d in dumps if not d.options.get("xla_disable_hlo_passes")), None)
+    rows = []
+    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
+        d = made.get(sub.name)
+        if d is not None:
+            off = d.options.get("xla_disable_hlo_passes")
+            rows.append({"folder": sub.name,
+                         "what was compiled": f"softmax with xla_disable_hlo_passes={off}" if off
+                         else "softmax, default options",
+                         "evidence title": f"XLA dump of softmax without {off}" if off else "XLA dump of softmax"})
+        elif sub.name.endswith("-reference"):
+            if default is not None:
+                ref = Dump.from_folder(sub)
+                assert strip_source_info(ref.optimized_text) == strip_source_info(default.optimized_text), (
+                    f"{sub}: the reference compile's optimized module is not the default program's")
+            rows.append({"folder": sub.name,
+                         "what was compiled": "softmax, default options, a snapshot after every pass that "
+                                              "ran (control for the next folder)",
+                         "evidence title": "(none: not evidence)"})
+        else:
+            raise AssertionError(f"{sub}: a dump folder this claim does not explain")
+        if (sub / "fusion-log").is_dir():
+            rows.append({"folder": f"{sub.name}/fusion-log",
+                         "what was compiled": "the same again, with xla_dump_fusion_visualization "
+                                              "(the decision log, *_fusion.html)",
+                         "evidence title": "(none: read for the decision log)"})
+    evidence.table("the dump folders of this claim, under xla-dumps/, in compile order", rows)
+    evidence.note(FOLDERS_NOTE)
+    if any(r["folder"].endswith("-reference") for r in rows):
+        evidence.note(REFERENCE_NOTE)
+    if any(r["folder"].endswith("/fusion-log") for r in rows):
+        evidence.note(FUSION_LOG_NOTE)
 
 
 def _normalisation(module):
@@ -180,8 +254,8 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     d = dump(softmax, _x())
     before, _ = _around_pass(d, "fusion")
     divide, bcast, multiply = _normalisation(before.module)
-    evidence.excerpt(f"entry computation before the fusion pass ({before.path.name})",
-                     _entry_excerpt(before.module), lang="hlo")
+    evidence.excerpt(f"entry computation before the fusion pass, {AS_DUMPED} "
+                     f"({_stable_name(before.path)})", _entry_excerpt(before.module), lang="hlo")
 
     # The compiler's own words.
     log = _fusion_log(d)
@@ -236,7 +310,9 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     div_kernel = [p for p in producers if p.opcode == "fusion" and any(
         i.opcode == "divide" for i in opt.computations[p.called[0]].instructions)]
     assert len(div_kernel) == 1 and div_kernel[0].shape.element_count == X_SHAPE[0]
-    evidence.excerpt("optimized entry computation", _entry_excerpt(opt), lang="hlo")
+    evidence.excerpt(f"optimized entry computation, {AS_DUMPED} ({_stable_name(d.files.optimized)})",
+                     _entry_excerpt(opt), lang="hlo")
+    _folders(evidence, d)
 
     evidence.number("elements of the broadcast per reciprocal (reuse factor)", reuse)
     evidence.number("divides executed as compiled", divide.shape.element_count)
@@ -277,8 +353,8 @@ def test_rules_predict_exp_not_duplicated(dump, evidence):
     d = dump(softmax, _x(), xla_disable_hlo_passes="dot-library-rewriter")
     before, _ = _around_pass(d, "fusion")
     entry = before.module.entry
-    evidence.excerpt(f"entry computation before the fusion pass ({before.path.name})",
-                     _entry_excerpt(before.module), lang="hlo")
+    evidence.excerpt(f"entry computation before the fusion pass, {AS_DUMPED} "
+                     f"({_stable_name(before.path)})", _entry_excerpt(before.module), lang="hlo")
     log = _fusion_log(d)
     predicted = _policy_says(log, entry)
     evidence.table("every decision of the fusion pass: the compiler's log against the restated rules",
@@ -302,6 +378,7 @@ def test_rules_predict_exp_not_duplicated(dump, evidence):
     for producer, kernel in ((divide.name, None), (row_max.name, exp_kernel)):
         assert any(not x.fused and x.producer == producer and x.reason.startswith("Fusion is not profitable.")
                    and kernel in (None, x.consumer) for x in log), producer
+    _folders(evidence, d)
     evidence.number("consumers of exp", len(consumers))
     evidence.number("exp evaluations avoided per call by not duplicating it", exp.shape.element_count)
     evidence.number("bytes of exp in memory (written once, read by both consumers)", exp.shape.byte_size,
@@ -376,6 +453,7 @@ def test_unfused_bytes_match_prediction(dump, unfused, evidence):
     bare = unfused(softmax, x, passes=PASSES + ["fusion-wrapper"])
     evidence.number("XLA bytes accessed, without fusion and fusion-wrapper", bare.traffic, unit="B")
     assert bare.traffic == t_u.bytes_accessed
+    _folders(evidence, fused, plain, bare)
 
 
 # ---- 3. the time, predicted at the measured bandwidth, then measured ---------------------------
@@ -410,6 +488,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     xla_f = fused.compiled.cost_analysis()["bytes accessed"]
     xla_u = plain.compiled.cost_analysis()["bytes accessed"]
     extra_bytes = xla_u - xla_f
+    _folders(evidence, fused, plain)
 
     plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", X_SHAPE),),
                       variants={"fused": {}, "fused, compiled again (A/A)": {},
@@ -498,7 +577,8 @@ def test_large_size_has_no_decision_and_times_allocation(dump, unfused, evidence
     x = jax.device_put(np.zeros(BIG, np.float32), jax.devices("cpu")[0])
     d = dump(softmax, x)
     kernels = [i for i in d.optimized.entry.instructions if i.opcode not in ("parameter", "constant")]
-    evidence.excerpt("optimized entry computation at f32[4096,4096]", _entry_excerpt(d.optimized), lang="hlo")
+    evidence.excerpt(f"optimized entry computation at f32[4096,4096], {AS_DUMPED} "
+                     f"({_stable_name(d.files.optimized)})", _entry_excerpt(d.optimized), lang="hlo")
     evidence.number("kernels in the optimized program", len(kernels))
     assert len(kernels) == 1 and kernels[0].fusion_kind == "kCustom" and "__ynn_fusion" in kernels[0].line
     changed = d.passes_that_changed()

@@ -21,7 +21,12 @@ instructions where the two accountings differ (named, with the reason) are set a
 """
 from __future__ import annotations
 
+import inspect
 import math
+import os
+import re
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +34,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_dumpref import examples
 from pytest_dumpref.examples import transformer_block, transformer_params
-from pytest_dumpref.xla.dump import Dump, DumpSession
+from pytest_dumpref.xla.dump import MANIFEST, Dump, DumpSession
 from pytest_dumpref.xla.passes import PassChange, pass_changes, ranked, show_line
 from pytest_dumpref.xla.traffic import module_traffic, parse_buffer_assignment
 from pytest_dumpref.xla.xla_private import cost_analysis
@@ -40,13 +46,50 @@ pytestmark = pytest.mark.passes
 B, S, D, H, F = 4, 128, 256, 4, 1024
 HD = D // H
 F32 = 4
-PROVENANCE = dict(dtype="f32", shapes={"x": (B, S, D), "params['wq']": (D, D),
-                                       "params['w1']": (D, F), "params['w2']": (F, D)})
-METHOD = ("XLA every-pass dump (xla_dump_hlo_pass_re=.*) of the forward pass on the CPU "
-          "backend; spill-style byte accounting checked against XLA's HloCostAnalysis")
+# Every parameter of the program, as the dump names them (the core checks each against the
+# compiled program's parameters).
+PROVENANCE = dict(dtype="f32", shapes={
+    "x": (B, S, D),
+    "params['ln1_g']": (D,), "params['ln1_b']": (D,),
+    "params['wq']": (D, D), "params['wk']": (D, D), "params['wv']": (D, D), "params['wo']": (D, D),
+    "params['ln2_g']": (D,), "params['ln2_b']": (D,),
+    "params['w1']": (D, F), "params['b1']": (F,), "params['w2']": (F, D), "params['b2']": (D,)})
+METHOD = (f"XLA every-pass dump (xla_dump_hlo_pass_re=.*) of the forward pass "
+          f"transformer_block(x, params, n_heads={H}) on the CPU backend; spill-style byte "
+          f"accounting checked against XLA's HloCostAnalysis")
 EXPECTED_TOP10 = ["fusion", "algsimp", "dot_decomposer", "reshape-decomposer",
                   "dot-library-rewriter", "algsimp", "call-inliner", "cse", "reshape-mover",
                   "layout-assignment"]
+
+# The inputs: numpy's default_rng, so that no device is touched to make them.
+X_SEED, PARAMS_SEED = 1, 0
+# The functions the compile traces, shown in the write-up from their source so the excerpt
+# cannot drift from what was compiled; with these imports the excerpt is a runnable module.
+PROGRAM = (examples.transformer_block, examples.causal_attention, examples.layernorm,
+           examples.mlp, examples.gelu, examples.softmax, examples.transformer_params)
+PROGRAM_IMPORTS = "import math\n\nimport jax\nimport jax.numpy as jnp\nimport numpy as np\n"
+# The same every-pass dump with plain jax and XLA_FLAGS, nothing of this tool but the program
+# (saved as block.py).  test_01 runs this exact command and compares the dumps file by file.
+RECIPE_DUMP = "block-dump"
+RECIPE_CODE = f"""
+import functools, jax, numpy as np
+from block import transformer_block, transformer_params
+cpu = jax.devices("cpu")[0]
+x = jax.device_put(np.random.default_rng({X_SEED}).standard_normal(({B}, {S}, {D})).astype(np.float32), cpu)
+params = jax.device_put(transformer_params({D}, {F}, seed={PARAMS_SEED}), cpu)
+jax.jit(functools.partial(transformer_block, n_heads={H}))(x, params).block_until_ready()
+"""
+RECIPE = f"XLA_FLAGS=\"--xla_dump_to={RECIPE_DUMP} --xla_dump_hlo_pass_re=.*\" python -c '{RECIPE_CODE}'"
+
+
+def program_source() -> str:
+    return PROGRAM_IMPORTS + "\n\n" + "\n\n".join(inspect.getsource(f) for f in PROGRAM)
+
+
+def stable_name(path: Path) -> str:
+    """A dump file's name with the process's compile counter (``module_0038``) replaced by
+    ``module_NNNN``: the counter depends on what the process compiled before, the rest not."""
+    return re.sub(r"^module_\d+\.", "module_NNNN.", Path(path).name)
 
 
 @dataclass
@@ -65,11 +108,72 @@ def study(tmp_path_factory) -> Study:
     the dump as its own evidence through ``_record_dump``)."""
     import jax
     cpu = jax.devices("cpu")[0]  # XLA's CPU compiler, even if a plugin device is the default
-    x = jax.device_put(np.random.default_rng(1).standard_normal((B, S, D)).astype(np.float32), cpu)
-    params = jax.device_put(transformer_params(D, F, seed=0), cpu)
+    x = jax.device_put(np.random.default_rng(X_SEED).standard_normal((B, S, D)).astype(np.float32), cpu)
+    params = jax.device_put(transformer_params(D, F, seed=PARAMS_SEED), cpu)
     d = DumpSession(tmp_path_factory.mktemp("passes-study")).dump(transformer_block, x, params, H)
     changes = pass_changes(d)
     return Study(d, changes, ranked(changes, 10))
+
+
+def run_recipe(folder: Path) -> Dump:
+    """Save the program as block.py in ``folder`` and run RECIPE there, as a reader would."""
+    (folder / "block.py").write_text(program_source())
+    env = dict(os.environ)
+    env.pop("XLA_FLAGS", None)
+    # This project's PJRT plugin is not part of the recipe; not loading it spares a build in a
+    # fresh checkout (loaded or not, the dump is the same: the CPU device is named).
+    env["DUMPREF_PJRT"] = "0"
+    # "python" in the recipe is the interpreter running the claims
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    done = subprocess.run(["bash", "-c", RECIPE], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, f"the plain-jax recipe failed in {folder}:\n{done.stderr[-3000:]}"
+    return Dump.from_folder(folder / RECIPE_DUMP)
+
+
+def _manifest_entries(path: Path) -> dict:
+    """file name (without module number) -> sha256 of its text without metadata and source
+    locations, from a dump's manifest."""
+    rows = [ln.split("  ", 1) for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    return {name: digest for digest, name in rows}
+
+
+WORDS = (
+    "Words used in this study. Traced program: the module as jax hands it to XLA, before any "
+    "optimization pass (the dump's *.before_optimizations.txt; the first pass snapshots have the "
+    "same text). Optimized program: the module after the last pass (*.cpu_after_optimizations.txt). "
+    "Pass snapshot: the module as written after one pass run; with xla_dump_hlo_pass_re=.* XLA "
+    "writes one only when a pass changed the module, plus one at the start of each pipeline. "
+    "Kernel: an instruction of the entry computation that runs as code of its own (a loop over its "
+    "result, or a library call) and so reads its operands from memory and writes its result to "
+    "memory; a fusion is one kernel, however many instructions it holds. Not kernels: parameter, "
+    "constant, bitcast, tuple, get-tuple-element (and after-all, add-dependency, domain, "
+    "opt-barrier, partition-id, replica-id, and transposes that only relabel a layout), which name "
+    "buffers that already exist; a call, while or conditional counts the kernels of the "
+    "computations it runs (pytest_dumpref/xla/traffic.py: FREE_OPCODES, _Builder). Spill-style "
+    "byte accounting: every kernel reads each of its operands once and writes its result once per "
+    "execution; what stays inside a fusion never reaches memory, so fusing a chain of kernels "
+    "removes the writes and reads of its intermediates. XLA's cost analysis: XLA's own "
+    "HloCostAnalysis of the same snapshot text ('bytes accessed', 'flops'). The restated XLA rules: "
+    "HloCostAnalysis's per-instruction rules for bytes accessed, rewritten in Python "
+    "(traffic.xla_rule_bytes) so that every difference between the two accountings is pinned on a "
+    "named instruction with its reason, in the 'where spill-style and XLA's accounting differ' "
+    "tables; the 'unexplained' number is what is left over, and is 0. '(float32 rounding)' in "
+    "those tables is not an instruction: HloCostAnalysis adds its per-instruction amounts in "
+    "float32, which above 2**24 (16 MiB) cannot hold every integer, so its total is off by a few "
+    "bytes; traffic.xla_float32_total replays its additions in its order and gets its figure "
+    "exactly, and the row shows the exact sum (ours) beside XLA's rounded one.")
+EXCERPT_MARKS = (
+    "How the HLO excerpts of this study are marked: lines are copied from the dump file named in "
+    "the title, except that each instruction's metadata (op name, source file and line) is "
+    "shortened to metadata={...}. In before/after excerpts, '-' marks a line the pass removed or "
+    "rewrote and '+' a line it added or rewrote (a rewritten instruction appears on both sides); "
+    "unmarked lines are one line of context; '...' stands for lines left out; a computation header "
+    "longer than 100 characters is cut and ends in ' ...{'; '(N more changed lines not shown)' "
+    "counts the changed lines beyond the first eight. File names are shown as module_NNNN.<name>: "
+    "XLA numbers modules by a per-process compile counter (module_0000 for the first compile of a "
+    "fresh process, module_0038 if 38 compiles came before), while the rest of the name is the "
+    "same in every run.")
 
 
 def _record_dump(evidence, d: Dump) -> None:
@@ -104,9 +208,14 @@ def _xla_agrees(evidence, label: str, state) -> tuple:
     evidence.number(f"bytes the restated XLA rules leave unexplained {label}", unexplained, unit="B")
     if named:
         evidence.table(f"where spill-style and XLA's accounting differ {label}",
-                       [{"instruction": x.instruction, "ours (B)": x.ours, "XLA (B)": x.xla,
+                       [{"instruction": x.instruction, "ours (B)": x.ours, "XLA (B)": _whole(x.xla),
                          "why": x.reason} for x in named])
     return t, cost, unexplained
+
+
+def _whole(b):
+    """XLA reports bytes as a float; a whole number of bytes is shown as one."""
+    return int(b) if float(b).is_integer() else b
 
 
 def _by_shape(kernels) -> dict:
@@ -128,8 +237,8 @@ def _pass_evidence(evidence, study: Study, rank: int, name: str, what: str) -> P
     evidence.note(what)
     fb, fa = ch.figures_before, ch.figures_after
     before, after = ch.excerpt(max_lines=8)
-    evidence.excerpt(f"before {name} ({ch.before.path.name})", before, lang="hlo")
-    evidence.excerpt(f"after {name} ({ch.after.path.name})", after, lang="hlo")
+    evidence.excerpt(f"before {name} ({stable_name(ch.before.path)})", before, lang="hlo")
+    evidence.excerpt(f"after {name} ({stable_name(ch.after.path)})", after, lang="hlo")
     evidence.number("step", ch.step)
     evidence.number("score", round(ch.score, 6))
     evidence.number("kernels before", fb.kernel_count)
@@ -172,9 +281,37 @@ def _count(module, opcode: str) -> int:
     "aside, and with the traced program's to within a few bytes. Matmuls are over 98 % of the "
     "flops at both ends.", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
-def test_01_the_block_from_traced_to_optimized(study, evidence):
+def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     d = study.dump
     _record_dump(evidence, d)
+    evidence.note(WORDS)
+    evidence.note(EXCERPT_MARKS)
+    evidence.excerpt("the program compiled: x f32[4,128,256] -> transformer_block(x, params, "
+                     "n_heads=4), the functions it calls, and the maker of its parameters "
+                     "(pytest_dumpref/examples.py, read with inspect.getsource by this claim)",
+                     program_source(), lang="python")
+    # The same dump without this tool: the recipe, run here, must write the same files.
+    recipe = run_recipe(tmp_path)
+    ours = _manifest_entries(d.folder / MANIFEST)
+    theirs = _manifest_entries(recipe.write_manifest())
+    evidence.excerpt("the same every-pass dump with plain jax: save the program above as block.py, "
+                     "then run (this claim runs exactly this, in a fresh folder)", RECIPE, lang="bash")
+    evidence.number("pass snapshots the plain-jax recipe wrote", len(recipe.snapshots))
+    evidence.number("dump files of the recipe identical to the tool's (sha256 without metadata "
+                    "and source locations)", sum(theirs.get(k) == v for k, v in ours.items()))
+    evidence.note(
+        f"The recipe writes {len(recipe.snapshots)} pass snapshots under the same names as this "
+        "claim's dump (they start module_0000 in a fresh process), and each of the "
+        f"{len(ours)} text files is identical to this claim's once metadata and source "
+        "locations are removed. Jitting the NumPy arrays directly (without the two device_put "
+        "calls) gives the same file names and the same passes, but its parameters lack "
+        "sharding={replicated} and frontend_attributes={xla.sdy.sharding=...}: jit annotates "
+        "input shardings only for arrays committed to a device, and the claims commit theirs "
+        "to the CPU device so that XLA's CPU compiler is used even when another backend is the "
+        "default.")
+    assert theirs == ours, (
+        f"the plain-jax recipe's dump differs from the tool's: "
+        f"{sorted(set(ours.items()) ^ set(theirs.items()))[:6]}")
     first, last = study.changes[0], study.changes[-1]
     evidence.number("pass snapshots written", len(d.snapshots))
     evidence.number("pass runs that changed the program", len(study.changes))
@@ -252,7 +389,8 @@ def test_03_rank1_fusion(study, evidence):
     assert len(loops) == 1, wide
     chain = [i for i in ch.before.module.entry.instructions
              if str(i.shape).startswith(big) and i.opcode not in ("parameter", "bitcast")]
-    evidence.excerpt(f"the {big} kernels before fusion (entry computation, in order)",
+    evidence.excerpt(f"the {big} kernels before fusion (entry computation of "
+                     f"{stable_name(ch.before.path)}, in order)",
                      "\n".join(show_line(i) for i in chain), lang="hlo")
     gelu = ch.after.module.entry.instruction(loops[0][0])
     body = ch.after.module.computations[gelu.called[0]]

@@ -11,12 +11,38 @@ import json
 
 import pytest
 
-from pytest_dumpref.pjrt.pjrt_map import ERROR_CHANNEL, LEVELS
+from pytest_dumpref.pjrt.build import LIBRARY_NAME
+from pytest_dumpref.pjrt.jax_plugin import DEFAULT_PRIORITY
+from pytest_dumpref.pjrt.pjrt_map import ERROR_CHANNEL, LEVELS, OK_MARK
+from pytest_dumpref.pjrt.trace import PRELUDE
 
 pytestmark = pytest.mark.pjrt
 
 METHOD = "call trace + knock-out of each entry point, jax in a subprocess"
 LEVEL2_ARRAYS = "f32[4,3] (transposed view), s8[] (0-d), pred[0,3] (empty), bf16[6]"
+
+# How every snippet of this study runs, for a reader who wants to run one: the runner
+# (pytest_dumpref/pjrt/trace.py) puts PRELUDE before the snippet and registers the plugin
+# through jax's plugin discovery, before the snippet's first line.
+HOW_SNIPPETS_RUN = (
+    f"Every snippet in this study is run as shown, in a fresh Python: its first line "
+    f"({PRELUDE.strip()}) is the prelude that pytest_dumpref/pjrt/trace.py (PRELUDE) puts before "
+    f"each one. The plugin is registered by jax itself at start-up, before that line: with this "
+    f"package installed (pip install -e .), jax finds the jax_plugins entry point "
+    f"dumpref = pytest_dumpref.pjrt.jax_plugin, which registers the library named by "
+    f"DUMPREF_PJRT_LIBRARY (the claims name the one built in this run) or else builds "
+    f"{LIBRARY_NAME} into ~/.cache/pytest-dumpref/pjrt/<digest>/ on first use (a C compiler is "
+    f"needed), at backend priority {DEFAULT_PRIORITY} unless DUMPREF_PJRT_PRIORITY says "
+    f"otherwise. With the entry point switched off (DUMPREF_PJRT=0), or without this package, "
+    f"jax's own PJRT_NAMES_AND_LIBRARY_PATHS registers a library just as well; this claim runs "
+    f"level 1's snippet that way too, with the command below.")
+PLAIN_REGISTRATION = ("DUMPREF_PJRT=0 PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:/path/to/" + LIBRARY_NAME
+                      + " python level1.py   # level1.py: the level 1 snippet, as shown below")
+
+
+def _as_run(code: str) -> str:
+    """A snippet as the runner executes it: the prelude, then the snippet."""
+    return PRELUDE + code.strip() + "\n"
 
 
 def _observe_level_arrays(evidence):
@@ -51,6 +77,13 @@ def test_jax_lists_the_device_built_in_this_run(pjrt_plugin, evidence):
                      "(DUMPREF_PJRT_PRIORITY=500)", "\n".join(got["devices"]))
     evidence.note("By default the plugin registers below jax's CPU backend, so a bare jnp.ones "
                   "stays on the CPU; the device is then reached by name, jax.devices('dumpref').")
+    # The registration a reader can use without this package's entry point, checked here.
+    plain = pjrt_plugin.run_jax(LEVELS[0].code, trace=False, env={
+        "DUMPREF_PJRT": "0", "PJRT_NAMES_AND_LIBRARY_PATHS": f"dumpref:{pjrt_plugin.path}"})
+    assert plain.ok and OK_MARK in plain.stdout, plain.why
+    evidence.note(HOW_SNIPPETS_RUN)
+    evidence.excerpt("a snippet run with the plugin registered by jax's own variable, not the entry "
+                     f"point (prints {OK_MARK} here)", PLAIN_REGISTRATION, lang="bash")
     _observe_level_arrays(evidence)
     assert got["platform"] == "dumpref"
     assert [sha for _, sha in got["libs"]] == [pjrt_plugin.sha256]
@@ -78,7 +111,9 @@ def _claim_level(pjrt_map, evidence, number):
         evidence.note(f"jax also called {', '.join(m.unimplemented_called)}, which answers "
                       "UNIMPLEMENTED, and carried on; it read that answer through "
                       + "; ".join(f"{k} ({v})" for k, v in m.error_reads.items()) + ".")
-    evidence.excerpt(f"Level {number} snippet (run in a fresh Python)", m.level.code, lang="python")
+    evidence.excerpt(f"Level {number} snippet, as run in a fresh Python with the plugin registered "
+                     "(first line: the prelude every snippet gets; see the first claim of this study)",
+                     _as_run(m.level.code), lang="python")
     return m, rows
 
 
@@ -148,7 +183,8 @@ def test_transformer_block_runs_on_the_device(pjrt_plugin, evidence):
     assert run.ok, run.why
     got = json.loads(run.stdout.strip().splitlines()[-1])
     evidence.observe(params={"x": ("f32", BLOCK_SHAPES["x"])})
-    evidence.excerpt("what ran (run in a fresh Python with the plugin registered)", BLOCK_RUN.strip(),
+    evidence.excerpt("what ran, in a fresh Python with the plugin registered (first line: the "
+                     "prelude every snippet gets; see the first claim of this study)", _as_run(BLOCK_RUN),
                      lang="python")
     # The error is a few float32 roundings; its exact value depends on summation order, so the
     # write-up check allows it to move by 100 % while the claim's bound stays fixed.
