@@ -528,8 +528,8 @@ def parse_module(text: str, *, source: str | None = None) -> HloModule:
     if header is None:
         raise HloParseError("empty file, expected 'HloModule <name>'", source=source, line=1)
     if entry is None:
-        raise HloParseError("no ENTRY computation" + (" (truncated?)" if computations else ""),
-                            source=source, line=next_line - 2)
+        # XLA prints the ENTRY computation last, so a module without one was cut short
+        raise HloParseError("no ENTRY computation (truncated?)", source=source, line=next_line - 2)
     for comp in computations.values():
         for callee in comp.callees:
             if callee not in computations:
