@@ -54,8 +54,26 @@ class DumpError(Exception):
 
 # ---- one pass snapshot -------------------------------------------------------------------
 
+class LazyHloFile:
+    """An HLO text file (``self.path``) read and parsed on first use; the dataclasses that
+    use it declare ``_text`` and ``_module`` fields."""
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = read_text(self.path)
+        return self._text
+
+    @property
+    def module(self):
+        """The parsed module (hlo.HloModule), parsed on first use."""
+        if self._module is None:
+            self._module = parse_file(self.path, self.text)
+        return self._module
+
+
 @dataclass
-class Snapshot:
+class Snapshot(LazyHloFile):
     """The module as it stood at one point of the pipeline.
 
     ``after`` is the pass that just ran (``pipeline-start`` for the first snapshot of a
@@ -74,19 +92,6 @@ class Snapshot:
     def label(self) -> str:
         return f"{self.step:04d} {self.pipeline}: after {self.after}" + (
             f", before {self.before}" if self.before else "")
-
-    @property
-    def text(self) -> str:
-        if self._text is None:
-            self._text = read_text(self.path)
-        return self._text
-
-    @property
-    def module(self):
-        """The parsed module (hlo.HloModule), parsed on first use."""
-        if self._module is None:
-            self._module = parse_file(self.path, self.text)
-        return self._module
 
     def drop_cache(self) -> None:
         self._module = None

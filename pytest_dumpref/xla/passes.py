@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .dump import Dump, DumpError, Snapshot
+from .dump import Dump, DumpError, LazyHloFile, Snapshot
 
 # Instructions that move no data of their own: XLA's traffic accounting and ours skip them.
 _CONTROL_FLOW = frozenset({"while", "conditional", "call"})
@@ -98,7 +98,7 @@ def _kernel_figures(k) -> tuple:
 # ---- one step ----------------------------------------------------------------------------
 
 @dataclass
-class State:
+class State(LazyHloFile):
     """One program state in the sequence: a snapshot, or the module before/after optimization."""
     label: str
     pass_name: str
@@ -107,20 +107,6 @@ class State:
     path: object
     _module: object = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
-
-    @property
-    def text(self) -> str:
-        if self._text is None:
-            from .dump import read_text
-            self._text = read_text(self.path)
-        return self._text
-
-    @property
-    def module(self):
-        if self._module is None:
-            from .dump import parse_file
-            self._module = parse_file(self.path, self.text)
-        return self._module
 
 
 @dataclass
