@@ -45,10 +45,6 @@ def _as_run(code: str) -> str:
     return PRELUDE + code.strip() + "\n"
 
 
-def _observe_level_arrays(evidence):
-    evidence.observe(params={"x": ("f32", (4, 3))})
-
-
 def _compress(calls):
     """Consecutive repeats folded: the call order stays readable."""
     rows = []
@@ -84,7 +80,6 @@ def test_jax_lists_the_device_built_in_this_run(pjrt_plugin, evidence):
     evidence.note(HOW_SNIPPETS_RUN)
     evidence.excerpt("a snippet run with the plugin registered by jax's own variable, not the entry "
                      f"point (prints {OK_MARK} here)", PLAIN_REGISTRATION, lang="bash")
-    _observe_level_arrays(evidence)
     assert got["platform"] == "dumpref"
     assert [sha for _, sha in got["libs"]] == [pjrt_plugin.sha256]
     assert got["libs"][0][0] == str(pjrt_plugin.path)
@@ -122,7 +117,6 @@ def _claim_level(pjrt_map, evidence, number):
                    "for the reason shown.", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_level1_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
-    _observe_level_arrays(evidence)
     m, rows = _claim_level(pjrt_map, evidence, 1)
     assert m.needed and all(n.why for n in m.needed)
     assert m.needed_names[:2] == ["PJRT_Plugin_Initialize", "PJRT_Client_Create"]
@@ -133,7 +127,6 @@ def test_level1_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
                    "broke without it.", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_level2_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
-    _observe_level_arrays(evidence)
     evidence.note(f"Level-2 arrays: {LEVEL2_ARRAYS}.")
     m, rows = _claim_level(pjrt_map, evidence, 2)
     assert rows and all(r["why (what broke without it)"] for r in rows)
@@ -146,7 +139,6 @@ def test_level2_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
                    section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (2, 3)}, method=METHOD)
 def test_level3_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
-    evidence.observe(params={"x": ("f32", (2, 3))})
     m, rows = _claim_level(pjrt_map, evidence, 3)
     names = [r["entry point"] for r in rows]
     assert "PJRT_Client_Compile" in names and "PJRT_LoadedExecutable_Execute" in names
@@ -168,7 +160,8 @@ got = f(jax.device_put(x, dev), jax.device_put(params, dev))
 want = np.asarray(f(jax.device_put(x, cpu), jax.device_put(params, cpu)))
 got_host = np.asarray(got)
 err = float(np.max(np.abs(got_host - want)) / np.max(np.abs(want)))
-print(json.dumps({"device": str(list(got.devices())[0]), "shape": list(got_host.shape),
+print(json.dumps({"x": [str(x.dtype), list(x.shape)],
+                  "device": str(list(got.devices())[0]), "shape": list(got_host.shape),
                   "dtype": str(got_host.dtype), "max_rel_err": err}))
 """
 
@@ -182,7 +175,8 @@ def test_transformer_block_runs_on_the_device(pjrt_plugin, evidence):
     run = pjrt_plugin.run_jax(BLOCK_RUN, trace=True, timeout=300)
     assert run.ok, run.why
     got = json.loads(run.stdout.strip().splitlines()[-1])
-    evidence.observe(params={"x": ("f32", BLOCK_SHAPES["x"])})
+    # what the subprocess actually fed the program, checked by the core against the provenance
+    evidence.observe(params={"x": (got["x"][0], tuple(got["x"][1]))})
     evidence.excerpt("what ran, in a fresh Python with the plugin registered (first line: the "
                      "prelude every snippet gets; see the first claim of this study)", _as_run(BLOCK_RUN),
                      lang="python")
@@ -199,7 +193,6 @@ def test_transformer_block_runs_on_the_device(pjrt_plugin, evidence):
                    "indispensable.", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_structs_filled_level_by_level(pjrt_plugin, pjrt_map, evidence):
-    _observe_level_arrays(evidence)
     seen, rows = {}, []
     for r in pjrt_map.first_need_table():
         key = r["struct"]
@@ -217,7 +210,6 @@ def test_structs_filled_level_by_level(pjrt_plugin, pjrt_map, evidence):
                    "level 2, repeats folded).", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_call_order_jax_uses(pjrt_plugin, pjrt_map, evidence):
-    _observe_level_arrays(evidence)
     calls = pjrt_map.level(2).calls
     evidence.table("Level 2 call trace, in call order", _compress(calls))
     evidence.number("calls in the level-2 trace", len(calls))
@@ -229,7 +221,6 @@ def test_call_order_jax_uses(pjrt_plugin, pjrt_map, evidence):
                    "point knocked out at once, both levels still pass.", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_needed_set_suffices(pjrt_plugin, pjrt_map, evidence):
-    _observe_level_arrays(evidence)
     evidence.number("entry points in the PJRT_Api table", len(pjrt_plugin.api.slot_names))
     evidence.number("entry points the device implements", len(pjrt_map.implemented))
     for lm in pjrt_map.levels:
