@@ -49,6 +49,10 @@ def pytest_configure(config):
     except (dumpref_config.ConfigError, WriteupError) as e:
         raise pytest.UsageError(f"pytest-dumpref: {e}") from None
     config.pluginmanager.register(_RunHooks(config), "dumpref-run")
+    basetemp = config.getoption("basetemp", None)
+    if basetemp:  # a write-up's Reproduce lines use --basetemp=dumpref-evidence/<claim>; pytest
+        # creates only the last folder of --basetemp, so the parent is made here
+        (config.invocation_params.dir / basetemp).parent.mkdir(parents=True, exist_ok=True)
 
 
 def _session(config) -> DumprefSession:
@@ -166,7 +170,7 @@ class _RunHooks:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
-        for line in _session(config).summary_lines():
+        for line in _session(config).summary_lines(verbose=config.getoption("verbose") > 0):
             terminalreporter.write_line(line, red=line.startswith("dumpref check FAILED"))
 
 

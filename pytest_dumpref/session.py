@@ -170,8 +170,22 @@ class DumprefSession:
                               report_name=self._report_name())
         self.report.write_text(text, encoding="utf-8")
 
-    def summary_lines(self) -> list[str]:
+    def number_lines(self) -> list[str]:
+        """Each number of each claim that ran, beside the write-up's value (check mode)."""
         lines = []
+        for nodeid, rec in sorted(self.records.items(), key=lambda kv: (kv[1].get("order", 0), kv[0])):
+            written = self.written["claims"].get(nodeid, {}).get("numbers", {}) if self.written else {}
+            lines.append(f"dumpref: {nodeid} ({rec['outcome']})")
+            for item in rec["evidence"]:
+                if item["kind"] != "number":
+                    continue
+                was = written.get(item["name"], {}).get("value", "(not in the write-up)")
+                unit = f" {item['unit']}" if item.get("unit") else ""
+                lines.append(f"  {item['name']}: {item['value']!r}{unit}  (write-up: {was!r}{unit})")
+        return lines
+
+    def summary_lines(self, verbose: bool = False) -> list[str]:
+        lines = self.number_lines() if self.written is not None and verbose else []
         if self.report is not None:
             n_ok = sum(r["outcome"] == "passed" for r in self.records.values())
             lines.append(f"dumpref: wrote {self.report} ({n_ok} claims established, "

@@ -80,9 +80,17 @@ def anchor(nodeid: str) -> str:
 EVIDENCE_DIR = "dumpref-evidence"
 
 
+def evidence_dir(nodeid: str) -> str:
+    """Where one claim's reproduction keeps its evidence: a folder of its own, because pytest
+    empties --basetemp at the start of every run."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", nodeid.rsplit("::", 1)[-1]).strip("-")
+    return f"{EVIDENCE_DIR}/{name}"
+
+
 def reproduce_command(nodeid: str, report_name: str = "writeup.md") -> str:
-    """Re-run one claim and compare it with this write-up; its dumps stay in EVIDENCE_DIR."""
-    return f"python -m pytest '{nodeid}' --dumpref-check={report_name} --basetemp={EVIDENCE_DIR}"
+    """Re-run one claim and compare it with this write-up; its evidence stays in evidence_dir."""
+    return (f"python -m pytest '{nodeid}' --dumpref-check={report_name} "
+            f"--basetemp={evidence_dir(nodeid)} -v")
 
 
 def _shapes_text(shapes) -> str:
@@ -112,6 +120,7 @@ def _provenance_rows(rec: dict) -> list[list]:
 
 
 def _evidence_lines(rec: dict, assets: dict[str, str]) -> list[str]:
+    here = evidence_dir(rec["nodeid"])
     out: list[str] = []
     numbers = [i for i in rec["evidence"] if i["kind"] == "number"]
     if numbers:
@@ -132,7 +141,7 @@ def _evidence_lines(rec: dict, assets: dict[str, str]) -> list[str]:
             out += ["", f"![{item['title']}]({rel})", f"*{item['title']}*"]
         elif kind == "file":
             what = "folder" if item.get("is_dir") else "file"
-            where = f"`{EVIDENCE_DIR}/{item['where']}`" if item.get("where") else f"`{item.get('name', '')}`"
+            where = f"`{here}/{item['where']}`" if item.get("where") else f"`{item.get('name', '')}`"
             out += ["", f"- {what} **{item['title']}**: {where}, sha256 `{item['sha256'][:16]}…`"]
     return out
 
@@ -157,12 +166,14 @@ def render(records: list[dict], environment: dict, config: DumprefConfig,
         ["", ""], [[k, environment.get(k)] for k in
                    ("chip", "platform", "jax", "jaxlib", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty")])
     lines += ["", "Set up once: `pip install -e '.[test]'` in a clone of the repository. Re-prove "
-              f"this whole file: `python -m pytest claims/ --dumpref-check={report_name} "
-              f"--basetemp={EVIDENCE_DIR}` (every number and hash below is compared; the dumps "
-              f"are left under `{EVIDENCE_DIR}/`). Re-render it: `python -m pytest claims/ "
-              f"--dumpref-report={report_name}`. Under each claim, `Reproduce:` re-runs that claim "
-              "alone against this file: it passes only if every number of the claim reproduces, "
-              f"and a file shown as `{EVIDENCE_DIR}/...` is where its evidence is then found.", ""]
+              f"this whole file: `python -m pytest claims/ --dumpref-check={report_name}` (every "
+              "number and hash below is compared). Under each claim, `Reproduce:` re-runs that "
+              "claim alone against this file: it passes only if every number of the claim "
+              "reproduces, prints each number beside the write-up's, and leaves the claim's "
+              f"evidence (dump folders) in a folder of its own under `{EVIDENCE_DIR}/`, at the "
+              "paths shown with its files. To see a claim rendered as below, add "
+              "`--dumpref-report=/tmp/claim.md` (a scratch file: re-rendering this file takes "
+              f"`python -m pytest claims/ --dumpref-report={report_name}`).", ""]
 
     order = list(config.sections) + sorted({r["section"] for r in passed} - set(config.sections))
     for section in order:

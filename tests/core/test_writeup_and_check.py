@@ -73,9 +73,9 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     assert "```hlo\nROOT add.1 = f32[1024,1024]{1,0} add(p0, p1)\n```" in text
     assert "| dtype | bytes |" in text and "| bf16 | 2 |" in text
     assert ("Reproduce: `python -m pytest 'test_claims.py::test_bytes' --dumpref-check=writeup.md "
-            "--basetemp=dumpref-evidence`") in text
+            "--basetemp=dumpref-evidence/test_bytes -v`") in text
     # hashed evidence says where a reproduction leaves it
-    assert "- file **the dump**: `dumpref-evidence/test_bytes0/dump.txt`, sha256" in text
+    assert "- file **the dump**: `dumpref-evidence/test_bytes/test_bytes0/dump.txt`, sha256" in text
     # the false claim is never presented as established
     established = text[:text.index("## Not established")]
     assert "This one is not true" not in established
@@ -266,7 +266,10 @@ def test_the_reproduce_line_of_a_claim_works_as_written(project):
     assert argv[:3] == ["python", "-m", "pytest"]
     res = project.runpytest(*argv[3:])
     res.assert_outcomes(passed=1)
-    assert (project.path / "dumpref-evidence" / "test_bytes0" / "dump.txt").is_file()
+    assert (project.path / "dumpref-evidence" / "test_bytes" / "test_bytes0" / "dump.txt").is_file()
+    # -v shows each number beside the write-up's
+    res.stdout.fnmatch_lines(["dumpref: test_claims.py::test_bytes (passed)",
+                              "  bytes: 1048576 B  (write-up: 1048576 B)"])
 
 
 def test_intro_file_is_rendered_under_the_title(pytester):
