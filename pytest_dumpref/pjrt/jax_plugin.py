@@ -35,7 +35,22 @@ def cached_library() -> Path:
     lib = folder / LIBRARY_NAME
     if not lib.is_file():
         build_plugin(folder)
+        _prune(keep=folder)
     return lib
+
+
+#: Builds kept in the cache: each change of the sources or flags adds one.
+KEEP_BUILDS = 4
+
+
+def _prune(keep: Path) -> None:
+    """Remove all but the newest KEEP_BUILDS builds.  A process still using a removed library
+    keeps its mapping (unlinking does not unmap), so this is safe while jax runs elsewhere."""
+    import shutil
+    builds = sorted((d for d in keep.parent.iterdir() if d.is_dir() and d != keep),
+                    key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in builds[KEEP_BUILDS - 1:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def initialize() -> None:

@@ -66,3 +66,20 @@ def test_the_checkout_comes_before_the_shipped_copy():
     # An editable install must build what is being edited, not a stale shipped copy.
     from pytest_dumpref.pjrt.build import plugin_source_dir
     assert plugin_source_dir() == REPO / "plugin_c"
+
+
+def test_the_build_cache_keeps_only_the_newest_builds(tmp_path, monkeypatch):
+    import os
+    import time
+    from pytest_dumpref.pjrt import jax_plugin
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    root = jax_plugin.cache_dir()
+    for i in range(6):  # six stale builds, oldest first
+        d = root / f"stale{i}"
+        d.mkdir(parents=True)
+        os.utime(d, (time.time() - 100 + i, time.time() - 100 + i))
+    lib = jax_plugin.cached_library()  # builds the current sources: a real compile
+    assert lib.is_file()
+    left = sorted(d.name for d in root.iterdir())
+    assert lib.parent.name in left and len(left) == jax_plugin.KEEP_BUILDS
+    assert {"stale5", "stale4", "stale3"} <= set(left)
