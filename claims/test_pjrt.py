@@ -87,10 +87,6 @@ def test_jax_lists_the_device_built_in_this_run(pjrt_plugin, evidence):
 
 def _claim_level(pjrt_map, evidence, number):
     m = pjrt_map.level(number)
-    earlier = set()
-    for lm in pjrt_map.levels:
-        if lm.level.number < number:
-            earlier |= set(lm.needed_names)
     rows = [r for r in pjrt_map.first_need_table() if r["level"] == number]
     evidence.table(f"Level {number} ({m.level.goal}): entry points in the order they had to be "
                    "filled, and what broke without each", rows)

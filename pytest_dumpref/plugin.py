@@ -219,6 +219,6 @@ def pjrt_plugin(_pjrt_built, evidence):
 
 @pytest.fixture(scope="session")
 def pjrt_map(_pjrt_built):
-    """The measured map of levels 1-2 (call order, knock-out needs), once per session."""
+    """The measured map of levels 1-3 (call order, knock-out needs), once per session."""
     from .pjrt.pjrt_map import measure_map
     return measure_map(_pjrt_built)

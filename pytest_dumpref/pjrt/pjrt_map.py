@@ -138,7 +138,7 @@ class PjrtMap:
         return rows
 
 
-def _error_reads(trace: list[str], stubs: set[str]) -> dict[str, str]:
+def _error_reads(trace: list[str]) -> dict[str, str]:
     """For each error-channel call, the entry point whose error it read (the last non-error
     call before it)."""
     reads: dict[str, set[str]] = {}
@@ -182,7 +182,7 @@ def measure_level(plugin, level: Level, implemented: list[str], *, workers: int 
     alone = plugin.run_jax(level.code, disable=outside, trace=False)
     stubs_called = [n for n in order if n not in impl]
     m = LevelMap(level=level, calls=calls, needed=needed, not_needed=not_needed,
-                 error_reads=_error_reads(calls, set(stubs_called)),
+                 error_reads=_error_reads(calls),
                  unimplemented_called=stubs_called, sufficient=level_passed(alone),
                  sufficiency_why="" if level_passed(alone) else alone.why)
     return m, 2 + len(candidates)
