@@ -146,9 +146,6 @@ class ModuleFiles:
     def key(self) -> str:
         return f"module_{self.id}.{self.name}"
 
-    def summary(self) -> str:
-        return f"{self.key} ({len(self.snapshot_paths)} pass snapshots)"
-
 
 class DumpFolder:
     """A folder of XLA dumps, possibly holding several modules (every jit XLA compiled while
@@ -560,7 +557,6 @@ def _bind(fn, args):
     import jax
     import numpy as np
     try:
-        sig_names = list(inspect.signature(fn).parameters)
         bound = inspect.signature(fn).bind_partial(*args)
         arg_names = list(bound.arguments)
         # *args collect into one name; expand them positionally
@@ -573,10 +569,9 @@ def _bind(fn, args):
             else:
                 names.append(n)
     except (TypeError, ValueError):
-        sig_names, names = [], []
+        names = []
     if len(names) != len(args):
         names = [f"arg{i}" for i in range(len(args))]
-    del sig_names
 
     static = {i: a for i, a in enumerate(args) if _is_static(a)}
     traced_idx = [i for i in range(len(args)) if i not in static]

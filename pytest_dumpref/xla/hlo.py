@@ -449,13 +449,6 @@ class HloModule:
         except KeyError:
             raise KeyError(f"no instruction {name!r} in module {self.name}") from None
 
-    def computation_of(self, name: str) -> HloComputation:
-        """The computation that holds the instruction ``name``."""
-        for comp in self.computations.values():
-            if name in comp:
-                return comp
-        raise KeyError(f"no instruction {name!r} in module {self.name}")
-
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
 

@@ -167,15 +167,6 @@ class PassChange:
         return (_excerpt(self.before.module, removed, "-", max_lines),
                 _excerpt(self.after.module, added, "+", max_lines))
 
-    def summary(self) -> str:
-        fb, fa = self.figures_before, self.figures_after
-        where = f"step {self.step:04d}" if self.step is not None else self.after.label
-        return (f"{self.pass_name} ({where}, pipeline {self.pipeline}): "
-                f"+{len(self.added)} -{len(self.removed)} ~{len(self.rewritten)} instructions; "
-                f"kernels {fb.kernel_count} -> {fa.kernel_count}; "
-                f"read {fb.bytes_read:,} -> {fa.bytes_read:,} B; "
-                f"written {fb.bytes_written:,} -> {fa.bytes_written:,} B; score {self.score:.3f}")
-
     def to_dict(self, *, excerpts: bool = True, flops: bool = False) -> dict:
         fb, fa = self.figures_before, self.figures_after
         out = {
