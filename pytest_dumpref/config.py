@@ -47,6 +47,13 @@ def load(pyproject: Path | None) -> DumprefConfig:
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{pyproject}: [tool.dumpref] has unknown keys {unknown}; known: {sorted(known)}")
+    for key in ("title", "intro", "intro_file"):
+        if key in raw and not isinstance(raw[key], str):
+            raise ConfigError(f"{pyproject}: [tool.dumpref] {key} must be a string, got {raw[key]!r}")
+    for key in ("section_titles", "section_intros", "default_tolerances"):
+        if key in raw and not isinstance(raw[key], dict):
+            raise ConfigError(f"{pyproject}: [tool.dumpref] {key} must be a table "
+                              f"([tool.dumpref.{key}]), got {raw[key]!r}")
     cfg = DumprefConfig(source=str(pyproject))
     for key in known & set(raw) - {"intro_file"}:
         setattr(cfg, key, raw[key])

@@ -236,4 +236,30 @@ def read(path: Path) -> dict:
         raise WriteupError(f"{path}: the data block is not valid JSON ({e})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION or not isinstance(data.get("claims"), dict):
         raise WriteupError(f"{path}: the data block is not a dumpref write-up of format {FORMAT_VERSION}")
+    for nodeid, claim in data["claims"].items():
+        _check_claim_entry(path, nodeid, claim)
     return data
+
+
+def _check_claim_entry(path: Path, nodeid: str, claim) -> None:
+    """One claim of the data block has the shape --dumpref-check reads: an edited or damaged
+    entry is named here, not met as a KeyError in the middle of the check."""
+    def bad(what: str) -> WriteupError:
+        return WriteupError(f"{path}: claim {nodeid!r} in the data block {what}")
+    if not isinstance(claim, dict):
+        raise bad("is not an object")
+    for key in ("text", "outcome"):
+        if not isinstance(claim.get(key), str):
+            raise bad(f"has no {key!r} string")
+    numbers, files = claim.get("numbers", {}), claim.get("files", {})
+    if not isinstance(numbers, dict) or not isinstance(files, dict):
+        raise bad("has 'numbers' or 'files' that are not objects")
+    for name, n in numbers.items():
+        if not isinstance(n, dict) or not isinstance(n.get("value"), (int, float)):  # bools too
+            raise bad(f"has number {name!r} without a numeric 'value'")
+        tol = n.get("tolerance")
+        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))):
+            raise bad(f"has number {name!r} whose 'tolerance' is not a number")
+    for title, digest in files.items():
+        if not isinstance(digest, str):
+            raise bad(f"has file {title!r} without a sha256 string")

@@ -174,6 +174,9 @@ def test_a_changed_sentence_fails_the_check(project):
     ("# just markdown\n", "no '<!-- dumpref-data' block"),
     ("<!-- dumpref-data\n{not json\n-->\n", "the data block is not valid JSON"),
     ("<!-- dumpref-data\n{\"claims\": {}}\n", "the data block is not closed"),
+    ('<!-- dumpref-data\n{"format": 1, "claims": {"t.py::test_a": {"text": "s", "outcome": "passed", '
+     '"numbers": {"n": {"unit": null}}}}}\n-->\n', "claim 't.py::test_a' in the data block has number 'n' "
+     "without a numeric 'value'"),
 ])
 def test_a_missing_or_malformed_writeup_is_a_usage_error_naming_the_file(project, content, message):
     if content is not None:
@@ -184,12 +187,17 @@ def test_a_missing_or_malformed_writeup_is_a_usage_error_naming_the_file(project
     assert "bad.md" in err and message in err, err
 
 
-def test_a_malformed_config_is_a_usage_error_naming_the_file(pytester):
-    pytester.makepyprojecttoml('[tool.dumpref]\ntitel = "typo"\n')
+@pytest.mark.parametrize("toml, message", [
+    ('titel = "typo"', "[tool.dumpref] has unknown keys ['titel']"),
+    ("default_tolerances = 0.1", "[tool.dumpref] default_tolerances must be a table"),
+    ("title = 3", "[tool.dumpref] title must be a string"),
+])
+def test_a_malformed_config_is_a_usage_error_naming_the_file(pytester, toml, message):
+    pytester.makepyprojecttoml(f"[tool.dumpref]\n{toml}\n")
     pytester.makepyfile(test_x="def test_x(): pass\n")
     res = pytester.runpytest()
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    assert "pyproject.toml: [tool.dumpref] has unknown keys ['titel']" in res.stderr.str()
+    assert "pyproject.toml: " + message in res.stderr.str()
 
 
 def test_figures_are_copied_beside_the_writeup(pytester):
