@@ -17,13 +17,7 @@ def main(argv=None) -> int:
                                      description="Analyse XLA dumps and build the dumpref PJRT plugin.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for room in ROOMS:
-        try:
-            module = importlib.import_module(room)
-        except ModuleNotFoundError as e:
-            if e.name != room:
-                raise
-            continue  # a room without a command line yet
-        module.register(sub)
+        importlib.import_module(room).register(sub)
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()
