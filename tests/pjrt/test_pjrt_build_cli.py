@@ -1,0 +1,32 @@
+"""``python -m pytest_dumpref build-plugin``: builds the library, prints its path; a missing
+compiler is a one-line error, not a traceback."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_dumpref.pjrt.abi import PjrtApi
+from pytest_dumpref.pjrt.build import LIBRARY_NAME
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "pytest_dumpref", "build-plugin", *args],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_build_plugin_prints_the_path_of_a_loadable_library(tmp_path):
+    done = _cli("--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip())
+    assert path == (tmp_path / "out" / LIBRARY_NAME).resolve() and path.is_file()
+    assert PjrtApi(path).version >= (0, 1)  # GetPjrtApi is exported and answers
+
+
+def test_build_plugin_without_a_compiler_says_so(tmp_path):
+    env = dict(os.environ, CC="no-such-cc-dumpref")
+    done = _cli("--out", str(tmp_path / "out"), env=env)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("build-plugin: CC='no-such-cc-dumpref' is set but not found on PATH")
+    assert "Traceback" not in done.stderr
