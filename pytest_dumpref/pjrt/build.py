@@ -127,6 +127,7 @@ class BuiltPlugin:
     sha256: str
     sanitize: bool = False
     _api: Any = field(default=None, repr=False)
+    _device_kind: str | None = field(default=None, repr=False)
 
     @property
     def api(self):
@@ -146,7 +147,23 @@ class BuiltPlugin:
         """Record the library (hash) and how it was built, and that evidence came from it."""
         evidence.file("PJRT plugin library", self.path)
         evidence.note("Built with: " + " ".join(self._portable_command()))
-        evidence.observe(backend=PLATFORM, chip=device_kind(), plugin_sha256=self.sha256)
+        evidence.observe(backend=PLATFORM, chip=self.device_kind(), plugin_sha256=self.sha256)
+
+    def device_kind(self) -> str:
+        """The device kind this library reports, asked of the device itself through cffi
+        (PJRT_DeviceDescription_Kind), so that the chip a claim's provenance shows is
+        observed, not read from the C source."""
+        if self._device_kind is None:
+            api = self.api
+            client = api.create_client()
+            try:
+                desc = api.call("PJRT_Device_GetDescription",
+                                device=api.first_device(client)).device_description
+                kind = api.call("PJRT_DeviceDescription_Kind", device_description=desc)
+                self._device_kind = api.ffi.string(kind.device_kind, kind.device_kind_size).decode()
+            finally:
+                api.destroy_client(client)
+        return self._device_kind
 
     def _portable_command(self) -> list[str]:
         """The build command with machine-specific folders shortened, for the write-up."""
@@ -158,15 +175,6 @@ class BuiltPlugin:
             part = part.replace(src, "plugin_c")
             out.append(part)
         return out
-
-
-def device_kind() -> str:
-    """The device kind the plugin reports (read from its C source, the one place it is set)."""
-    header = (plugin_source_dir() / "dumpref.h").read_text()
-    for line in header.splitlines():
-        if line.startswith("#define DR_DEVICE_KIND"):
-            return line.split('"')[1]
-    raise BuildError("DR_DEVICE_KIND not found in plugin_c/dumpref.h")
 
 
 def build_plugin(out_dir, *, sanitize: bool = False, name: str | None = None) -> BuiltPlugin:

@@ -31,6 +31,8 @@ def test_level1_device_as_jax_sees_it(_pjrt_built):
     # jax's default backend stays the CPU: the plugin registers below it and is used by name.
     assert got == {"n": 1, "platform": "dumpref", "kind": "dumpref", "id": 0, "default": "cpu",
                    "memory": "device"}
+    # the chip claims' provenance shows is the kind the library reports, as jax sees it
+    assert _pjrt_built.device_kind() == got["kind"]
 
 
 ROUND_TRIP = r"""
