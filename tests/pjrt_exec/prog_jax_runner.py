@@ -45,16 +45,21 @@ def compare(expected, got):
 
 def main(out, names):
     all_cases = prog_cases.cases()
-    device = jax.devices("dumpref")[0]
+    device, cpu = jax.devices("dumpref")[0], jax.devices("cpu")[0]
     results = {}
     for name in names or list(all_cases):
         fn, args = all_cases[name]
         try:
-            expected = jax.jit(fn)(*args)
+            # the reference on XLA's CPU backend by name: were the plugin the default backend
+            # (DUMPREF_PJRT_PRIORITY above the CPU's), a bare call would compare it with itself
+            expected = jax.jit(fn)(*jax.device_put(args, cpu))
             on_device = jax.device_put(args, device)
             got = jax.jit(fn)(*on_device)
             devices = {str(d.platform) for leaf in jax.tree_util.tree_leaves(got) for d in leaf.devices()}
+            reference = {str(d.platform) for leaf in jax.tree_util.tree_leaves(expected)
+                         for d in leaf.devices()}
             results[name] = {"outputs": compare(expected, got), "devices": sorted(devices),
+                             "reference_devices": sorted(reference),
                              "n_expected": len(jax.tree_util.tree_leaves(expected)),
                              "n_got": len(jax.tree_util.tree_leaves(got))}
         except Exception as exc:  # an error is a result too: the test shows it

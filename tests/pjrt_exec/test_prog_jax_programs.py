@@ -52,6 +52,7 @@ def test_program_matches_cpu(results, case):
     r = results[case]
     assert "error" not in r, r.get("error")
     assert r["devices"] == ["dumpref"], "the outputs must live on the dumpref device"
+    assert r["reference_devices"] == ["cpu"], "the reference must come from XLA's CPU backend"
     assert r["n_got"] == r["n_expected"] and r["n_got"] >= 1
     for k, out in enumerate(r["outputs"]):
         assert (out["got_dtype"], out["got_shape"]) == (out["dtype"], out["shape"]), f"output {k}"
