@@ -59,6 +59,9 @@ class DumprefSession:
         self.config = config
         self.rootdir = Path(rootdir)
         self.report = Path(report) if report else None
+        if self.report is not None and self.report.is_dir():
+            raise writeup.WriteupError(f"--dumpref-report={report}: is a folder; name the Markdown "
+                                       f"file to write, e.g. {self.report / 'writeup.md'}")
         self.check_path = Path(check_against) if check_against else None
         # Read the write-up up front: a missing or malformed one is a usage error before any test runs.
         self.written = writeup.read(self.check_path) if self.check_path else None

@@ -200,6 +200,14 @@ def test_a_malformed_config_is_a_usage_error_naming_the_file(pytester, toml, mes
     assert "pyproject.toml: " + message in res.stderr.str()
 
 
+def test_a_report_path_that_is_a_folder_is_a_usage_error(pytester):
+    (pytester.path / "out").mkdir()
+    pytester.makepyfile(test_x="def test_x(): pass\n")
+    res = pytester.runpytest("--dumpref-report=out")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--dumpref-report=out: is a folder" in res.stderr.str()
+
+
 def test_figures_are_copied_beside_the_writeup(pytester):
     pytester.makepyfile(test_fig='''
 import pytest
