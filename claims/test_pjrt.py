@@ -184,9 +184,10 @@ def test_transformer_block_runs_on_the_device(pjrt_plugin, evidence):
     assert got["max_rel_err"] < 1e-5
 
 
-@pytest.mark.claim("The structs the device had to fill, level by level, are the ones in the "
-                   "table; each is needed by at least one entry point the knock-out showed "
-                   "indispensable.", section="pjrt")
+@pytest.mark.claim("Object by object, listing the device (level 1) needs the plugin, client, "
+                   "device, device description and memory; holding arrays (level 2) first needs "
+                   "buffers and events; running programs (level 3) first needs executables, "
+                   "loaded and plain.", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_structs_filled_level_by_level(pjrt_plugin, pjrt_map, evidence):
     seen, rows = {}, []
@@ -199,7 +200,11 @@ def test_structs_filled_level_by_level(pjrt_plugin, pjrt_map, evidence):
         rows[seen[key]]["entry points needed"] += 1
     evidence.table("Structs (PJRT objects) in the order the device had to fill them", rows)
     evidence.number("structs filled", len(rows))
-    assert {r["struct"] for r in rows} >= {"PJRT_Client", "PJRT_Device", "PJRT_Buffer"}
+    first_level = {r["struct"]: r["first level"] for r in rows}
+    assert first_level == {
+        "PJRT_Plugin": 1, "PJRT_Client": 1, "PJRT_Device": 1, "PJRT_DeviceDescription": 1,
+        "PJRT_Memory": 1, "PJRT_Buffer": 2, "PJRT_Event": 2,
+        "PJRT_LoadedExecutable": 3, "PJRT_Executable": 3}, first_level
 
 
 @pytest.mark.claim("jax calls the entry points in the order listed (the full call trace of "

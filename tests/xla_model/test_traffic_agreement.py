@@ -189,4 +189,5 @@ def test_other_rules_before_and_after_optimization(tmp_path, fn, args):
         found = t.compare_with_xla()
         assert all(d.instruction != "(unexplained)" for d in found), found
         assert all(d.reason for d in found)
-        assert t.bytes_accessed - sum(d.ours - d.xla for d in found) == cost["bytes accessed"]
+        # (no identity "ours - differences == XLA" here: compare_with_xla closes it by
+        # construction once nothing is unexplained, so it could not fail)
