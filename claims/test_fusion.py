@@ -370,14 +370,15 @@ def test_rules_predict_exp_not_duplicated(dump, evidence):
     assert len(refusals) == 2 and all(x.reason.startswith("expensive producer would be duplicated")
                                       for x in refusals)
     assert not any(x.fused for x in log if x.producer == exp.name)
-    divide, _, _ = _normalisation(before.module)
+    divide, _, multiply = _normalisation(before.module)
     # the row max is the reduce whose result is broadcast back over the row (the sum is divided)
     row_max = next(i for i in entry.instructions if i.opcode == "reduce"
                    and any(u.opcode == "broadcast" for u in _users(entry, i.name)))
     exp_kernel = next(x.fusion for x in log if x.fused and x.consumer_origin == exp.name)
-    for producer, kernel in ((divide.name, None), (row_max.name, exp_kernel)):
+    multiply_kernel = next(x.fusion for x in log if x.fused and x.consumer_origin == multiply.name)
+    for producer, kernel in ((divide.name, multiply_kernel), (row_max.name, exp_kernel)):
         assert any(not x.fused and x.producer == producer and x.reason.startswith("Fusion is not profitable.")
-                   and kernel in (None, x.consumer) for x in log), producer
+                   and x.consumer == kernel for x in log), (producer, kernel)
     _folders(evidence, d)
     evidence.number("consumers of exp", len(consumers))
     evidence.number("exp evaluations avoided per call by not duplicating it", exp.shape.element_count)
