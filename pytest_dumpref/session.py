@@ -67,6 +67,7 @@ class DumprefSession:
         self.written = writeup.read(self.check_path) if self.check_path else None
         self.records: dict[str, dict] = {}
         self.basetemp: Path | None = None  # set by the plugin: pytest's --basetemp of this process
+        self._environment: dict | None = None
         self.problems: list[str] = []
 
     # -- per test ---------------------------------------------------------------------
@@ -99,7 +100,7 @@ class DumprefSession:
         temporary paths reduced to names."""
         record.outcome, record.reason = outcome, reason
         data = record.to_json()
-        data["environment"] = environment(self.rootdir, self._ignored_paths())
+        data["environment"] = self.environment()
         items = []
         for item in data["evidence"]:
             item = dict(item)
@@ -130,6 +131,13 @@ class DumprefSession:
         self.records[data["nodeid"]] = data
 
     # -- end of run -----------------------------------------------------------------------
+    def environment(self) -> dict:
+        """The run's environment, captured once per process: every record carries it, and
+        capturing it runs git twice."""
+        if self._environment is None:
+            self._environment = environment(self.rootdir, self._ignored_paths())
+        return self._environment
+
     def _report_name(self) -> str:
         rel = self._ignored_paths()
         return rel[0] if rel else self.report.name
@@ -168,15 +176,15 @@ class DumprefSession:
                 assets_dir.mkdir(exist_ok=True)
                 shutil.copyfile(src, dest)
                 assets[item["sha256"] + item["title"]] = f"{assets_dir.name}/{dest.name}"
-        env = environment(self.rootdir, self._ignored_paths())
-        text = writeup.render(list(self.records.values()), env, self.config, assets,
+        text = writeup.render(list(self.records.values()), self.environment(), self.config, assets,
                               report_name=self._report_name())
         self.report.write_text(text, encoding="utf-8")
 
     def number_lines(self) -> list[str]:
         """Each number of each claim that ran, beside the write-up's value (check mode)."""
         lines = []
-        for nodeid, rec in sorted(self.records.items(), key=lambda kv: (kv[1].get("order", 0), kv[0])):
+        for rec in sorted(self.records.values(), key=writeup.claim_order):
+            nodeid = rec["nodeid"]
             written = self.written["claims"].get(nodeid, {}).get("numbers", {}) if self.written else {}
             lines.append(f"dumpref: {nodeid} ({rec['outcome']})")
             for item in rec["evidence"]:

@@ -146,13 +146,17 @@ def _evidence_lines(rec: dict, assets: dict[str, str]) -> list[str]:
     return out
 
 
+def claim_order(record: dict) -> tuple:
+    """Claims appear in the order they are written in their files (collection order); the
+    node id breaks ties so that the output never depends on which xdist worker ran what."""
+    return record.get("order", 0), record["nodeid"]
+
+
 def render(records: list[dict], environment: dict, config: DumprefConfig,
            assets: dict[str, str] | None = None, report_name: str = "writeup.md") -> str:
     """The whole write-up.  ``records`` are ClaimRecord.to_json() dicts."""
     assets = assets or {}
-    # Claims appear in the order they are written in their files (collection order); the
-    # node id breaks ties so that the output never depends on which xdist worker ran what.
-    records = sorted(records, key=lambda r: (r.get("order", 0), r["nodeid"]))
+    records = sorted(records, key=claim_order)
     passed = [r for r in records if r["outcome"] == "passed"]
     not_established = [r for r in records if r["outcome"] != "passed"]
 
