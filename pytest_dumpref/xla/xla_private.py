@@ -19,10 +19,20 @@ def _hlo_module_from_text():
         # jax first: importing it sets up jaxlib's C++ logging; jaxlib._hlo imported on its own
         # leaves XLA's INFO lines on, and every later backend start-up prints them.
         import jax  # noqa: F401
-        from jaxlib import _hlo
+    except ImportError as e:
+        raise XlaPrivateApiError(f"jax cannot be imported: {e}") from e
+    try:
+        from jaxlib import _hlo  # jaxlib 0.10
         return _hlo.hlo_module_from_text
+    except (ImportError, AttributeError):
+        pass
+    try:
+        from jax._src.lib import _jax  # jaxlib 0.9 keeps the parser in _jax
+        return _jax.hlo_module_from_text
     except (ImportError, AttributeError) as e:
-        raise XlaPrivateApiError(f"jaxlib._hlo.hlo_module_from_text is unavailable: {e}") from e
+        raise XlaPrivateApiError("neither jaxlib._hlo.hlo_module_from_text (jaxlib 0.10) nor "
+                                 f"jax._src.lib._jax.hlo_module_from_text (jaxlib 0.9) is "
+                                 f"available: {e}") from e
 
 
 def _cost_analysis_fn():
