@@ -180,21 +180,31 @@ def run_tour(args) -> int:
 
 
 def _print_tour(report: dict) -> None:
+    import textwrap
     mods = report["modules"]
     print(f"{report['folder']}: {len(mods)} module(s)")
     for m in mods:
         state = "ERROR" if "error" in m else f"{m['passes_that_changed']} passes changed it"
         print(f"  {m['module']}: {m['snapshots']} snapshots, {state}")
+    # the rules behind every figure below, as pytest_dumpref.xla.passes applies them
+    print("\nHow the figures are counted:")
+    for key, text in report["definitions"].items():
+        print(textwrap.fill(text, 100, initial_indent=f"  [{key}] ", subsequent_indent="    ",
+                            break_on_hyphens=False, break_long_words=False))
     for m in mods:
         if "error" in m:
             continue
-        i, o = m["input"], m["optimized"]
+        i, o, b = m["input"], m["optimized"], m["baseline"]
         print(f"\n== {m['module']} ==")
         print(f"before optimizations: {i['kernels']} kernels, read {i['bytes_read']:,} B, "
               f"written {i['bytes_written']:,} B")
         print(f"optimized:            {o['kernels']} kernels, read {o['bytes_read']:,} B, "
               f"written {o['bytes_written']:,} B")
-        print(f"ranking: {m['ranking']}")
+        print("score = |d bytes read|/R0 + |d bytes written|/W0 + instructions changed/N0, "
+              "with the module before optimizations'")
+        print(f"  R0 = {b['R0']:,} B read, W0 = {b['W0']:,} B written, N0 = {b['N0']:,} "
+              f"instructions compared (entry computation and the computations its calls, "
+              f"whiles and conditionals run)")
         for p in m["passes"]:
             _print_pass(p)
 
@@ -209,8 +219,8 @@ def _print_pass(p: dict) -> None:
     print(f"\n{p['rank']:>2}. {p['pass']}  (step {step}, pipeline {p['pipeline'] or '-'})"
           f"  score {p['score']:.3f}")
     print(f"    file: {p['after_file']}")
-    print(f"    instructions: +{len(ins['added'])} -{len(ins['removed'])} "
-          f"~{len(ins['rewritten'])} rewritten, {ins['renamed']} only renamed")
+    print(f"    instructions: +{len(ins['added'])} added, -{len(ins['removed'])} removed, "
+          f"~{len(ins['rewritten'])} rewritten, {ins['renamed']} renamed (not counted)")
     print(f"    kernels:       {k['before']} -> {k['after']}")
     for label, ks in (("removed", k["removed"]), ("added", k["added"])):
         for x in ks[:6]:

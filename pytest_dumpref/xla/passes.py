@@ -9,6 +9,11 @@ Renumbering is noise: passes create instructions with fresh numeric suffixes (``
 becomes ``add.124``) and metadata (op names, source lines) moves around.  Instructions are
 compared by their text without metadata; a changed line whose text only differs in the
 numeric suffixes of names is counted as renamed, not as changed.
+
+``DEFINITIONS`` states every rule this module applies (which steps count as changes, which
+instructions are compared and how they are matched, the score, how kernels are matched), in
+words precise enough to recompute the figures without this package.  The write-up and
+``tour`` print that text, so the prose is the code's own; tests recompute the figures from it.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .dump import Dump, DumpError, LazyHloFile, Snapshot
+from .traffic import FREE_OPCODES
 
 # Instructions that move no data of their own: XLA's traffic accounting and ours skip them.
 _CONTROL_FLOW = frozenset({"while", "conditional", "call"})
@@ -29,6 +35,87 @@ _SUFFIX = re.compile(r"\b([A-Za-z_][\w\-]*)\.\d+\b")
 # (a function, not the template r"\1": re expands a template in Python for every match)
 _name_only = operator.methodcaller("group", 1)
 _METADATA_TEXT = re.compile(r", metadata=\{[^{}]*\}")
+
+
+# ---- the rules, in words ------------------------------------------------------------------
+#
+# One entry per rule, in the order a reader needs them.  Each names what the code below does;
+# a change of the code that changes a rule changes its text here.
+DEFINITIONS: dict[str, str] = {
+    "states": (
+        "Program states, in order: the module before optimizations (*.before_optimizations.txt), "
+        "every pass snapshot by its step number SSSS (module_NNNN.<module>.SSSS.<pipeline>."
+        "after_<pass>.before_<next>.txt), and the optimized module "
+        "(*.<platform>_after_optimizations.txt). A step is a pair of consecutive states; it is "
+        "the work of the <pass> named after 'after_' in the later file's name."),
+    "changed": (
+        "A step changed the program unless (a) the two files are byte-identical, (b) they are "
+        "equal once metadata={...} is removed from every instruction (the HloModule header line "
+        "is not compared), or (c) every instruction matches as unchanged or renamed (rules "
+        "below) and the kernels are the same up to their names and order (same output shapes "
+        "and bytes). Each state is compared with the one just before it, counted or not."),
+    "instructions": (
+        "Instructions compared: every instruction of the entry computation and of the "
+        "computations it reaches, transitively, through call, while (body and condition) and "
+        "conditional (branches); parameters, constants and tuples included. Fused computations, "
+        "reduce and sort regions and other called computations are part of the instruction "
+        "that calls them: a change inside one changes its caller."),
+    "matching": (
+        "Matching the instructions of a step, in four rounds, each pairing one to one what the "
+        "rounds before left over. (1) Unchanged: same computation, same line without "
+        "metadata={...}, and, for an instruction that calls computations, the same text of "
+        "those. (2) Same name on both sides (with its numeric suffix, e.g. add.12): renamed if "
+        "the two lines are equal once the instruction's own name, ROOT and every numeric name "
+        "suffix (.123) are dropped, in the line and in the computations compared with it (so an "
+        "operand that now names another instruction of the same base name, subtract.7 -> "
+        "subtract.5, is a renaming), rewritten otherwise. (3) Equal once so reduced: renamed. "
+        "(4) Left over: added (later state) or removed (earlier state). Computations are "
+        "compared by name without numeric suffix. Instructions changed = added + removed + "
+        "rewritten; renamed ones are not counted."),
+    "kernels": (
+        "Kernel: an instruction of the entry computation that runs code of its own and so reads "
+        "its operands from memory and writes its result; a fusion is one kernel. Not kernels: "
+        + ", ".join(sorted(FREE_OPCODES)) + ", and a transpose that is a bitcast by XLA's "
+        "ShapeUtil::TransposeIsBitcast test: equal element types, and the transpose's "
+        "dimensions taken in the order of the result's minor-to-major layout give the "
+        "operand's minor-to-major layout (f32[4,4,128,64]{3,1,2,0} transpose(f32[4,128,4,64]"
+        "{3,2,1,0}), dimensions={0,2,1,3} is one). A call, while or conditional runs the "
+        "kernels of its computations instead (a while body known_trip_count times, its "
+        "condition once more; of a conditional's branches the one XLA's rules give the most "
+        "bytes), named <call>/<instruction>."),
+    "bytes": (
+        "Bytes, spill-style: a kernel reads the whole of each operand slot (an operand used "
+        "twice, as in multiply(x, x), is read twice) and writes the whole of its result; an "
+        "array's size is its element count times the element's bytes (f32: 4), a tuple's the "
+        "sum of its parts. A state's bytes read and written are the sums over its kernels."),
+    "score": (
+        "Score of a step: |d bytes read| / R0 + |d bytes written| / W0 + instructions "
+        "changed / N0, d between the two states of the step, where R0 and W0 are the bytes "
+        "read and written and N0 the number of instructions compared (as above) of the module "
+        "before optimizations. Ranked highest first; ties go to the earlier step."),
+    "kernels matched": (
+        "Kernels removed and added by a step: a kernel of the earlier state is removed unless "
+        "the later state has one with the same name, output shape (with layout), bytes read "
+        "and bytes written; added likewise the other way round; paired one to one. A kernel "
+        "that kept its name but moves other bytes is both removed and added. Tables by shape "
+        "group them by output shape without its layout."),
+}
+
+
+def definitions_text(keys=None, *, width: int | None = None) -> str:
+    """The rules named by ``keys`` (all by default), one paragraph each; ``width`` wraps them."""
+    import textwrap
+    out = []
+    for key in keys or DEFINITIONS:
+        text = DEFINITIONS[key]
+        out.append(textwrap.fill(text, width, break_on_hyphens=False, break_long_words=False)
+                   if width else text)
+    return "\n\n".join(out) if width else " ".join(out)
+
+
+def shape_without_layout(shape: str) -> str:
+    """``f32[4,128]{1,0}`` -> ``f32[4,128]`` (tuples too): how the by-shape tables group kernels."""
+    return re.sub(r"\{[^{}]*\}", "", shape)
 
 
 # ---- the figures of one program state ---------------------------------------------------
@@ -95,6 +182,20 @@ def _kernel_figures(k) -> tuple:
     return (k.path or k.name, str(k.output_shape), int(k.total_read), int(k.total_written))
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """R0, W0 and N0 of the score: the module before optimizations' bytes read and written
+    and its instructions compared (DEFINITIONS["score"])."""
+    bytes_read: int
+    bytes_written: int
+    instructions: int
+
+
+def baseline_of(module, memo: "_KernelMemo | None" = None) -> Baseline:
+    f = figures_of(module, memo)
+    return Baseline(f.bytes_read, f.bytes_written, len(_top_level(module)))
+
+
 # ---- one step ----------------------------------------------------------------------------
 
 @dataclass
@@ -125,6 +226,7 @@ class PassChange:
     renamed: int             # lines that differ only in numeric suffixes (noise)
     figures_before: Figures
     figures_after: Figures
+    baseline: Baseline | None = None  # R0, W0, N0 of the score
     score: float = 0.0
 
     @property
@@ -224,8 +326,10 @@ def states(dump: Dump) -> list[State]:
     return out
 
 
-def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = None) -> list[PassChange]:
-    """Every step whose module differs from the one before it (metadata ignored), in order.
+def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = None,
+                 skipped: list | None = None) -> list[PassChange]:
+    """Every step that changed the program (DEFINITIONS["changed"]), in order.  ``skipped``,
+    if given, receives ``(state, reason)`` for every other step.
 
     Snapshots share most of their text, and the work of a step grows with what its pass
     changed rather than with the module: a file byte-identical to the previous one is not
@@ -237,9 +341,10 @@ def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = No
     norm = _Normalizer()
     kernels = _KernelMemo()
     base_figures = figures_of(base, kernels)
-    base_count = max(1, len(_top_level(base)))
+    base_line = baseline_of(base, kernels)
     out: list[PassChange] = []
     prev, prev_sig, prev_fig = seq[0], _signature(base), base_figures
+    skip = skipped.append if skipped is not None else (lambda item: None)
     prev_text = prev.text
     for i, cur in enumerate(seq[1:], start=1):
         if progress:
@@ -248,6 +353,7 @@ def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = No
         if text == prev_text:  # the same bytes: the same program, no need to parse
             cur._module, cur._text, prev._text = prev.module, None, None
             prev = cur
+            skip((cur, "byte-identical"))
             continue
         prev._text = None  # texts are only needed for this comparison
         prev_text = text
@@ -255,15 +361,18 @@ def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = No
         sig = _signature(mod)
         if sig == prev_sig:  # only metadata changed
             prev = cur
+            skip((cur, "metadata only"))
             continue
         fig = figures_of(mod, kernels)
         added, removed, rewritten, renamed = _diff(prev.module, mod, norm)
         if not (added or removed or rewritten) and _same_figures(fig, prev_fig):
-            # only renumbering or instruction order: not a change of the program
-            prev, prev_sig = cur, sig
+            # only renumbering or instruction order: not a change of the program (the
+            # figures move on too, so that the next step's kernels carry this state's names)
+            prev, prev_sig, prev_fig = cur, sig, fig
+            skip((cur, "renaming or order only"))
             continue
-        ch = PassChange(i, prev, cur, added, removed, rewritten, renamed, prev_fig, fig)
-        ch.score = _score(ch, base_figures, base_count)
+        ch = PassChange(i, prev, cur, added, removed, rewritten, renamed, prev_fig, fig, base_line)
+        ch.score = _score(ch, base_line)
         out.append(ch)
         prev, prev_sig, prev_fig = cur, sig, fig
     prev._text = None
@@ -273,10 +382,10 @@ def pass_changes(dump: Dump, *, progress: Callable[[int, int], None] | None = No
 def rank_passes(dump: Dump, top: int = 10, *, progress=None) -> list[PassChange]:
     """The ``top`` pass runs that changed the program most, highest score first.
 
-    Score: the share of the input program that the pass changed, summed over three views:
-    ``|Δ bytes read| / R0 + |Δ bytes written| / W0 + instructions changed / N0``, where R0, W0
-    and N0 are the bytes read, bytes written and top-level instructions of the module before
-    optimizations.  Why: a ranking by bytes alone misses passes that restructure the program
+    Score (DEFINITIONS["score"]): the share of the input program that the pass changed,
+    summed over three views: ``|Δ bytes read| / R0 + |Δ bytes written| / W0 + instructions
+    changed / N0``, where R0, W0 and N0 are the bytes read, bytes written and instructions
+    compared of the module before optimizations.  Why: a ranking by bytes alone misses passes that restructure the program
     without moving bytes (layout, simplification), one by instruction count alone ranks a
     renaming sweep over a fusion; normalising by the input program makes the three terms
     comparable ("fusion removed 40 % of the bytes written" = 0.4) and independent of the
@@ -297,12 +406,12 @@ def _same_figures(a: Figures, b: Figures) -> bool:
         sorted(k[1:] for k in a.kernels) == sorted(k[1:] for k in b.kernels)
 
 
-def _score(ch: PassChange, base: Figures, base_count: int) -> float:
+def _score(ch: PassChange, base: Baseline) -> float:
     fb, fa = ch.figures_before, ch.figures_after
-    r0 = max(1, base.bytes_read)
-    w0 = max(1, base.bytes_written)
+    # (max(1, ...): a module that moves no bytes, or has no instructions, divides by one)
+    r0, w0, n0 = max(1, base.bytes_read), max(1, base.bytes_written), max(1, base.instructions)
     return (abs(fa.bytes_read - fb.bytes_read) / r0 + abs(fa.bytes_written - fb.bytes_written) / w0
-            + ch.instructions_changed / base_count)
+            + ch.instructions_changed / n0)
 
 
 # ---- comparing two modules ---------------------------------------------------------------
@@ -611,6 +720,29 @@ def _excerpt(module, marked: set, sign: str, max_lines: int) -> str:
 
 # ---- XLA's own numbers -------------------------------------------------------------------
 
+# XLA's HloCostAnalysis of any HLO text file, with plain jax 0.10.2 and nothing of this package:
+# the calls xla_private.cost_analysis makes, as a script a reader saves and runs on dump files.
+# Compiled.cost_analysis() only reaches the two ends of a compile; this reaches every pass
+# snapshot.  Tests run this exact text in a subprocess and compare its output with
+# xla_private.cost_analysis of the same files.
+XLA_COST_LISTING = """\
+# xla_cost.py: XLA's own cost analysis of HLO text files (jax 0.10.2; private jaxlib API)
+#   python xla_cost.py FILE...   prints: bytes accessed, flops, file
+import sys
+
+import jax  # first: it sets up jaxlib's logging, which jaxlib._hlo alone leaves verbose
+from jax._src import xla_bridge
+from jax._src.lib import _jax
+from jaxlib import _hlo
+
+cpu = xla_bridge.get_backend("cpu")  # CPU shape sizes, as Compiled.cost_analysis() on CPU
+for path in sys.argv[1:]:
+    module = _hlo.hlo_module_from_text(open(path).read())  # XLA's own HLO parser
+    cost = _jax.hlo_module_cost_analysis(cpu, module)      # XLA's HloCostAnalysis
+    print(f"{cost['bytes accessed']:.0f} {cost['flops']:.0f} {path}")
+"""
+
+
 _COST_CACHE: dict[str, dict] = {}
 
 
@@ -658,7 +790,7 @@ def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
     if not found:
         raise DumpError(f"{df.folder}: no module {module!r} (modules: "
                         f"{', '.join(m.key for m in df.modules)})")
-    out = {"folder": str(df.folder), "modules": []}
+    out = {"folder": str(df.folder), "definitions": dict(DEFINITIONS), "modules": []}
     for mf in found:
         entry: dict = {"module": mf.key, "name": mf.name, "snapshots": len(mf.snapshot_paths)}
         try:
@@ -671,8 +803,9 @@ def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
             entry["input"] = _figures_dict(first)
             entry["optimized"] = _figures_dict(last)
             entry["passes_that_changed"] = len(changes)
-            entry["ranking"] = ("score = |d bytes read|/R0 + |d bytes written|/W0 + instructions "
-                                "changed/N0, over the module before optimizations")
+            base = changes[0].baseline if changes else baseline_of(d.before_optimizations)
+            entry["baseline"] = {"R0": base.bytes_read, "W0": base.bytes_written,
+                                 "N0": base.instructions}
             entry["passes"] = []
             for rank, c in enumerate(top_changes, start=1):
                 item = {"rank": rank, **c.to_dict(excerpts=True)}

@@ -75,6 +75,27 @@ def test_tour_text_names_module_and_arithmetic(flags_dump):
     assert "snapshot" not in r.stderr  # progress only on a terminal
 
 
+def test_tour_says_how_it_counts_and_what_r0_w0_n0_are(flags_dump):
+    from pytest_dumpref.xla.passes import DEFINITIONS
+    from pytest_dumpref.xla.traffic import module_traffic
+    r = _run("tour", flags_dump, "--module", "jit_layernorm", "--top", "1", "--no-xla")
+    assert r.returncode == 0, r.stderr
+    flat = " ".join(r.stdout.split())  # the definitions are wrapped to the terminal
+    for key, text in DEFINITIONS.items():
+        assert f"[{key}] {' '.join(text.split())}" in flat, key
+    # R0, W0, N0 with their values: those of the module before optimizations
+    d = DumpFolder(flags_dump).dump("jit_layernorm")
+    base = d.before_optimizations
+    t = module_traffic(base)
+    n0 = len(base.entry.instructions)  # layernorm calls nothing: the entry is all there is
+    assert not any(i.opcode in ("call", "while", "conditional") for i in base.entry.instructions)
+    assert (f"R0 = {t.bytes_read:,} B read, W0 = {t.bytes_written:,} B written, "
+            f"N0 = {n0:,} instructions compared") in r.stdout
+    j = json.loads(_run("tour", flags_dump, "--module", "jit_layernorm", "--json", "--no-xla").stdout)
+    assert j["definitions"] == DEFINITIONS
+    assert j["modules"][0]["baseline"] == {"R0": t.bytes_read, "W0": t.bytes_written, "N0": n0}
+
+
 def test_tour_empty_folder_is_an_error(tmp_path):
     r = _run("tour", tmp_path)
     assert r.returncode == 2
