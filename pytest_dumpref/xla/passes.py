@@ -726,19 +726,25 @@ def _excerpt(module, marked: set, sign: str, max_lines: int) -> str:
 # snapshot.  Tests run this exact text in a subprocess and compare its output with
 # xla_private.cost_analysis of the same files.
 XLA_COST_LISTING = """\
-# xla_cost.py: XLA's own cost analysis of HLO text files (jax 0.10.2; private jaxlib API)
-#   python xla_cost.py FILE...   prints: bytes accessed, flops, file
+# xla_cost.py: XLA's own cost analysis of HLO text files (private jaxlib API of jax 0.10.2)
+#   python xla_cost.py DUMP/*.txt   prints, per HLO module file: bytes accessed, flops, file
 import sys
 
 import jax  # first: it sets up jaxlib's logging, which jaxlib._hlo alone leaves verbose
 from jax._src import xla_bridge
 from jax._src.lib import _jax
-from jaxlib import _hlo
+
+try:
+    from jaxlib._hlo import hlo_module_from_text  # XLA's own HLO parser (jaxlib 0.10)
+except ImportError:
+    hlo_module_from_text = _jax.hlo_module_from_text  # (jaxlib 0.9)
 
 cpu = xla_bridge.get_backend("cpu")  # CPU shape sizes, as Compiled.cost_analysis() on CPU
 for path in sys.argv[1:]:
-    module = _hlo.hlo_module_from_text(open(path).read())  # XLA's own HLO parser
-    cost = _jax.hlo_module_cost_analysis(cpu, module)      # XLA's HloCostAnalysis
+    text = open(path).read()
+    if not text.startswith("HloModule "):  # buffer assignments and other reports
+        continue
+    cost = _jax.hlo_module_cost_analysis(cpu, hlo_module_from_text(text))  # HloCostAnalysis
     print(f"{cost['bytes accessed']:.0f} {cost['flops']:.0f} {path}")
 """
 

@@ -343,9 +343,11 @@ def test_the_cost_listing_runs_with_plain_jax_and_gives_xla_private_numbers(bloc
     script.write_text(XLA_COST_LISTING)
     files = [block_dump.files.before_optimizations, block_dump.snapshots[len(block_dump.snapshots) // 2].path,
              block_dump.files.optimized]
-    env = dict(os.environ, DUMPREF_PJRT="0")
+    env = dict(os.environ, DUMPREF_PJRT="0")  # plain jax: this project's device not loaded
     env.pop("XLA_FLAGS", None)
-    done = subprocess.run([sys.executable, str(script), *map(str, files)], capture_output=True,
+    # a buffer assignment among the files is passed over, as with DUMP/*.txt
+    args = [*map(str, files[:2]), str(block_dump.files.buffer_assignment), str(files[2])]
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True,
                           text=True, timeout=300, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
