@@ -86,6 +86,16 @@ SIDE_EFFECTS = frozenset({"send", "send-done", "recv", "recv-done", "infeed", "o
 EMBEDDING_OPCODES = frozenset({"reduce", "reduce-window", "map", "sort", "scatter",
                                "select-and-scatter", "all-reduce", "reduce-scatter",
                                "all-reduce-start", "custom-call", "scan", "fusion"})
+# cpu::FusionWrapper::MustWrapInstruction with the fusion emitters on (the default); copies
+# only when they change the layout; convolutions go to Eigen and are not wrapped.
+WRAPPED = frozenset("""
+scatter abs acos acosh add and asin asinh atan2 atanh bitcast-convert broadcast cbrt ceil clamp
+count-leading-zeros compare complex convert cosine cosh divide dynamic-slice dynamic-update-slice
+transpose erf exponential exponential-minus-one floor gather imag iota is-finite log log-plus-one
+map maximum minimum mulhi multiply negate not or pad popcnt power real reduce reduce-precision
+reduce-window remainder reshape reverse round-nearest-afz round-nearest-even rsqrt select
+shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice sqrt subtract tan
+tanh xor""".split())
 # FusionNodeIndexingEvaluation::kAllowedCodeDuplication; ElementalIrEmitter::OpInvalidatesCache
 ALLOWED_CODE_DUPLICATION = 15
 INVALIDATES_CACHE = frozenset({"concatenate", "dot", "dynamic-update-slice", "pad", "reduce",
@@ -320,6 +330,7 @@ class FusionResult:
     computation: str
     decisions: list
     nodes: list                  # Nodes left in the computation, in their original order
+    root: Node = None
 
 
 class _Pass:
@@ -504,7 +515,10 @@ class _Pass:
         """AddFusionInstruction: a loop fusion replaces a consumer that is not one yet."""
         if consumer.opcode == "fusion":
             return consumer
-        name = _unique(f"{producer.opcode}_{consumer.opcode}_fusion", self.names)
+        return self._wrap(consumer, _unique(f"{producer.opcode}_{consumer.opcode}_fusion", self.names))
+
+    def _wrap(self, consumer: Node, name: str) -> Node:
+        """HloInstruction::CreateFusion around ``consumer``, which it replaces."""
         f = Node(name, "fusion", consumer.shape, None, "kLoop")
         f.origin = consumer.origin
         clone = self._clone(consumer)
@@ -569,6 +583,15 @@ class _Pass:
         self.nodes.pop(n.name, None)
         n.removed = True
 
+    # -- FusionWrapper (cpu/fusion_wrapper.cc, codegen/emitters/fusion_wrapper_base.cc) ----
+    def wrap_leftovers(self) -> None:
+        """The pass after ``fusion``: every instruction left that the CPU emits as a loop
+        kernel becomes a fusion of its own (``wrapped_<opcode>``).  Traffic changes only where
+        the instruction read one operand twice: a fusion reads it once."""
+        for n in self.post_order():
+            if n.opcode in WRAPPED or (n.opcode == "copy" and str(n.shape) != str(n.operands[0].shape)):
+                self._wrap(n, _unique(f"wrapped_{n.opcode}", self.names))
+
     # -- InstructionFusion::Run -------------------------------------------------------------
     def run(self) -> FusionResult:
         post = self.post_order()
@@ -615,7 +638,7 @@ class _Pass:
                 if fusion is not inst:
                     do_not.discard(id(inst))
                 break
-        return FusionResult(self.comp.name, self.decisions, list(self.nodes.values()))
+        return FusionResult(self.comp.name, self.decisions, list(self.nodes.values()), self.root)
 
 
 class _IndexingEvaluation:
@@ -824,9 +847,14 @@ def fused_computations_order(module: HloModule) -> list[HloComputation]:
     return [c for c in order if c.name not in embedded]
 
 
-def predict(module: HloModule, *, coupled_softmax_rule: bool = True) -> list[FusionResult]:
+def predict(module: HloModule, *, fuse: bool = True, wrap: bool = False,
+            coupled_softmax_rule: bool = True) -> list[FusionResult]:
     """Replay the CPU fusion pass on ``module`` (the snapshot just before it): per computation
-    it visits, every decision in the order the pass makes it, and what is left after it."""
+    it visits, every decision in the order the pass makes it, and what is left after it.
+
+    ``wrap``: then the fusion wrapper that follows it, so that the computations left are the
+    kernels the program runs.  ``fuse=False`` skips the fusion pass (the program compiled with
+    ``xla_disable_hlo_passes=fusion``)."""
     names = {i.name for c in module.computations.values() for i in c.instructions}
     out = []
     for comp in fused_computations_order(module):
@@ -836,8 +864,108 @@ def predict(module: HloModule, *, coupled_softmax_rule: bool = True) -> list[Fus
                 region = module.computations.get(n.inst.attrs.get("to_apply", "").lstrip("%"))
                 n.max_reduce = region is not None and region.root.opcode == "maximum"  # IsMaxReduction
         try:
-            out.append(p.run())
+            result = p.run() if fuse else FusionResult(comp.name, [], list(p.nodes.values()), p.root)
+            if wrap:
+                p.wrap_leftovers()
+                result = FusionResult(comp.name, result.decisions, list(p.nodes.values()), p.root)
+            out.append(result)
         except (KeyError, IndexError, ValueError) as e:
             raise FusionModelError(f"module {module.name}, computation {comp.name}: the model "
                                    f"cannot replay the fusion pass here ({type(e).__name__}: {e})") from None
     return out
+
+
+# ---- the module after the pass, as HLO text ---------------------------------------------------
+
+def fused_module_text(module: HloModule, results: list[FusionResult]) -> str:
+    """The module as the model says the pass leaves it, as HLO text: each computation the
+    pass visited rewritten with its fusions (and their fused computations), every other
+    computation as dumped.  ``traffic.module_traffic`` of it is the predicted traffic of the
+    fused program, spill-style, by the same rules as the dumps'."""
+    by_name = {r.computation: r for r in results}
+    blocks, count = [], [0]
+    for comp in module.computations.values():
+        r = by_name.get(comp.name)
+        if r is None:
+            blocks.append(_computation_text(comp))
+            continue
+        lines = []
+        nodes = _final_post_order(r.nodes, r.root)
+        for n in nodes:
+            if n.opcode == "fusion" and n.inst is None:
+                count[0] += 1
+                fname = f"{n.name}.model_computation"
+                blocks.append(_fused_text(fname, n, count[0]))
+                body = f"{n.shape} fusion({_ops(n.operands)}), kind={n.kind}, calls=%{fname}"
+            else:
+                body = _node_body(n)
+            lines.append(f"  {'ROOT ' if n is r.root else ''}%{n.name} = {body}")
+        head = comp.header
+        blocks.append("\n".join([head] + lines + ["}"]))
+    return module.header + "\n\n" + "\n\n".join(blocks) + "\n"
+
+
+def _final_post_order(nodes: list[Node], root: Node) -> list[Node]:
+    """Parameters first, then everything the root needs, operands before users."""
+    order, seen = [], set()
+
+    def visit(n):
+        stack = [(n, False)]
+        while stack:
+            x, done = stack.pop()
+            if done:
+                if id(x) not in seen:
+                    seen.add(id(x))
+                    order.append(x)
+                continue
+            if id(x) in seen:
+                continue
+            stack.append((x, True))
+            for o in reversed(x.operands):
+                stack.append((o, False))
+    for n in [n for n in nodes if n.opcode == "parameter"] + [root]:
+        visit(n)
+    return order
+
+
+def _ops(operands) -> str:
+    return ", ".join(f"%{o.name}" for o in operands)
+
+
+def _attrs(inst: Instruction | None) -> str:
+    if inst is None:
+        return ""
+    return "".join(f", {k}={v}" for k, v in inst.attrs.items() if k != "metadata")
+
+
+def _node_body(n: Node) -> str:
+    inst = n.inst
+    if inst.opcode in ("constant", "parameter"):
+        args = inst.operand_text
+    else:
+        args = _ops(n.operands)
+    return f"{n.shape} {n.opcode}({args}){_attrs(inst)}"
+
+
+def _fused_text(fname: str, fusion: Node, k: int) -> str:
+    fc = fusion.fused
+    names = {}
+    lines = [f"  %p{k}.{i} = {s} parameter({i})" for i, s in enumerate(fc.params)]
+    order = _clone_post_order(fc)
+    for c in order:
+        names[id(c)] = f"{c.name}.m{k}"
+
+    def ref(x):
+        return f"%p{k}.{x[1]}" if isinstance(x, tuple) else f"%{names[id(x)]}"
+    for c in order:
+        inst = c.inst
+        args = inst.operand_text if inst.opcode in ("constant", "parameter") else \
+            ", ".join(ref(x) for x in c.operands)
+        root = "ROOT " if c is fc.root else ""
+        lines.append(f"  {root}%{names[id(c)]} = {c.shape} {c.opcode}({args}){_attrs(inst)}")
+    return "\n".join([f"%{fname} {{"] + lines + ["}"])
+
+
+def _computation_text(comp: HloComputation) -> str:
+    return "\n".join([comp.header] + [f"  {i.line.strip()}" if not i.line.startswith(" ") else i.line
+                                      for i in comp.instructions] + ["}"])
