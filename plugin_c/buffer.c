@@ -8,6 +8,7 @@
  * int2, float4) are packed by jaxlib in ways this device does not model: they are refused with
  * a message, never mis-copied.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -260,6 +261,21 @@ static PJRT_Error* host_extent(const char* fn, const int64_t* dims, const int64_
   return NULL;
 }
 
+/* A layout jax passed, as a trace note: its type and, tiled, minor_to_major and the tiles. */
+static void note_layout(const char* key, const PJRT_Buffer_MemoryLayout* layout) {
+  if (layout == NULL) return;
+  if (layout->type == PJRT_Buffer_MemoryLayout_Type_Tiled)
+    dr_trace_note(key, "{\"type\": \"tiled\", \"minor_to_major_size\": %zu, \"num_tiles\": %zu}",
+                  layout->tiled.minor_to_major_size, layout->tiled.num_tiles);
+  else
+    dr_trace_note(key, "{\"type\": \"strides\", \"num_byte_strides\": %zu}",
+                  layout->strides.num_byte_strides);
+  char m2m[64];
+  snprintf(m2m, sizeof m2m, "%s.minor_to_major", key);
+  if (layout->type == PJRT_Buffer_MemoryLayout_Type_Tiled)
+    dr_trace_note_i64s(m2m, layout->tiled.minor_to_major, layout->tiled.minor_to_major_size);
+}
+
 /* ---- host -> device -------------------------------------------------------------------- */
 
 PJRT_Error* dr_Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
@@ -296,6 +312,12 @@ PJRT_Error* dr_Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args
     return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
                     "PJRT_Client_BufferFromHostBuffer: %zu byte strides for a rank-%zu array",
                     args->num_byte_strides, args->num_dims);
+  if (dr_tracing()) { /* what the pointers point at, for the map (hooks.c) */
+    dr_trace_note_i64s("dims", args->dims, args->num_dims);
+    if (args->byte_strides != NULL)
+      dr_trace_note_i64s("byte_strides", args->byte_strides, args->num_byte_strides);
+    note_layout("device_layout", args->device_layout);
+  }
   PJRT_Error* error = NULL;
   PJRT_Buffer* b = dr_buffer_new(c, args->type, args->dims, args->num_dims, &error);
   if (b == NULL) return error;
@@ -334,6 +356,7 @@ PJRT_Error* dr_Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args* args) {
   DR_ENTER(PJRT_Buffer_ToHostBuffer, args, event);
   DR_REQUIRE(PJRT_Buffer_ToHostBuffer, args->src);
   PJRT_Buffer* b = args->src;
+  if (dr_tracing()) note_layout("host_layout", args->host_layout);
   PJRT_Error* e = require_live("PJRT_Buffer_ToHostBuffer", b);
   if (e != NULL) return e;
   size_t element = dr_element_size(b->type);

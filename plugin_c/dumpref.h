@@ -3,15 +3,17 @@
  * Every C file of the plugin includes this header.  It holds:
  *   - the objects behind PJRT's opaque handles (client, device, memory, buffer, event, error),
  *   - error construction (dr_error, dr_unimplemented),
- *   - the entry-point prologue DR_ENTER: call trace, knock-out, argument checks,
+ *   - the call trace and knock-out wrapper of every table slot (DR_TRACED), and the
+ *     entry-point prologue DR_ENTER (argument checks),
  *   - small helpers other families need (element sizes, ready events).
  *
  * The PJRT header itself comes from the installed `xla-cpu-pjrt` wheel (API 0.81); build.py
  * passes its folder with -I.  It is never copied into this repository.
  *
  * Conventions, so that a new family (programs, executables) slots in without surprises:
- *   - every entry point begins with DR_ENTER(PJRT_Name, args, last_field_read): it appends the
- *     name to the call trace, answers UNIMPLEMENTED when the name is knocked out, and answers
+ *   - every table slot points at a DR_TRACED wrapper (api.c): it writes the call's trace record
+ *     and answers UNIMPLEMENTED when the entry point is knocked out (hooks.c).
+ *   - every entry point begins with DR_ENTER(PJRT_Name, args, last_field_read): it answers
  *     INVALID_ARGUMENT for a NULL args or a struct_size smaller than the fields the function
  *     reads or writes.  A LARGER struct_size is normal (jax is newer than the header) and is
  *     accepted: we only ever touch the prefix we know.
@@ -32,8 +34,8 @@
 #define DR_PLATFORM_NAME "dumpref"
 #define DR_PLATFORM_VERSION "dumpref 0.1 (PJRT C API 0.81)"
 #define DR_DEVICE_KIND "dumpref"
-/* jaxlib matches memory kinds by name; "device" is the kind jax's own CPU device reports for
- * its default memory, so jax treats ours the same way. */
+/* Any name will do (the minimal plugin reports "hbm"); jax shows it as the memory's `kind`
+ * and matches shardings' memory kinds against it.  "device" is what jax's CPU client reports. */
 #define DR_MEMORY_KIND "device"
 
 /* ---- objects behind the opaque handles ------------------------------------------------- */
@@ -110,21 +112,68 @@ PJRT_Error* dr_error_from(PJRT_Error_Code code, const char* message);
 
 /* ---- call trace and knock-out (hooks.c) ------------------------------------------------ */
 
-/* Appends `entry_point` and a newline to $DUMPREF_PJRT_TRACE (if set), one write() per call. */
-void dr_trace(const char* entry_point);
-/* True when `entry_point` is named in the comma-separated $DUMPREF_PJRT_DISABLE. */
-bool dr_disabled(const char* entry_point);
+#define DR_TRACE_ARGS_MAX 512  /* bytes of an args struct a record keeps (the largest is ~200) */
+#define DR_TRACE_LINE_MAX 4096
+
+/* One entry-point call while it runs: the args as jax passed them, and the notes the entry
+ * point adds about what its pointer arguments point at. */
+typedef struct dr_call {
+  const char* name;
+  const void* args;
+  size_t size; /* bytes of args recorded */
+  unsigned char before[DR_TRACE_ARGS_MAX];
+  char notes[1024];
+  size_t notes_len;
+  struct dr_call* outer; /* a call made from inside this one (a callback), on this thread */
+} dr_call;
+
+/* Starts a call's record; true when the entry point is knocked out (the record is written). */
+bool dr_call_begin(dr_call* call, const char* entry_point, const void* args, size_t header_size,
+                   bool may_knock_out);
+/* Writes the record: args as the entry point left them, and the error it answered. */
+void dr_call_end(dr_call* call, const void* args, const PJRT_Error* result);
+/* Adds "key": value (printf-formatted JSON) to the record of the call running on this thread. */
+void dr_trace_note(const char* key, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void dr_trace_note_i64s(const char* key, const int64_t* values, size_t n);
+/* Whether a trace is being written (notes that cost something are skipped otherwise). */
+bool dr_tracing(void);
 /* The answer of a knocked-out entry point: UNIMPLEMENTED, naming it and the variable. */
 PJRT_Error* dr_knocked_out(const char* entry_point);
 /* Whether a struct_size covers the fields up to and including `last_field_end` bytes. */
 PJRT_Error* dr_check_struct_size(const char* entry_point, const char* last_field,
                                  size_t given, size_t needed);
 
-/* The prologue of every entry point (see the top of this file). */
+/* The function a table slot points at (api.c): the call's trace record and the knock-out
+ * switch around the implementation `impl`, so no entry point has to remember either. */
+#define DR_TRACED(fn, impl)                                                                \
+  static PJRT_Error* traced_##fn(fn##_Args* args) {                                        \
+    dr_call call_;                                                                         \
+    if (dr_call_begin(&call_, #fn, args, sizeof(fn##_Args), true))                         \
+      return dr_knocked_out(#fn);                                                          \
+    PJRT_Error* error_ = impl(args);                                                       \
+    dr_call_end(&call_, args, error_);                                                     \
+    return error_;                                                                         \
+  }
+/* The same for the error channel: traced, never knocked out (it is how failures are read). */
+#define DR_TRACED_VOID(fn, impl)                                                           \
+  static void traced_##fn(fn##_Args* args) {                                               \
+    dr_call call_;                                                                         \
+    dr_call_begin(&call_, #fn, args, sizeof(fn##_Args), false);                            \
+    impl(args);                                                                            \
+    dr_call_end(&call_, args, NULL);                                                       \
+  }
+#define DR_TRACED_CHANNEL(fn, impl)                                                        \
+  static PJRT_Error* traced_##fn(fn##_Args* args) {                                        \
+    dr_call call_;                                                                         \
+    dr_call_begin(&call_, #fn, args, sizeof(fn##_Args), false);                            \
+    PJRT_Error* error_ = impl(args);                                                       \
+    dr_call_end(&call_, args, error_);                                                     \
+    return error_;                                                                         \
+  }
+
+/* The argument checks every entry point begins with (see the top of this file). */
 #define DR_ENTER(fn, args, last_field)                                                     \
   do {                                                                                     \
-    dr_trace(#fn);                                                                         \
-    if (dr_disabled(#fn)) return dr_knocked_out(#fn);                                      \
     if ((args) == NULL)                                                                    \
       return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, #fn ": args is NULL");             \
     PJRT_Error* dr_size_error_ = dr_check_struct_size(                                     \
@@ -139,13 +188,14 @@ PJRT_Error* dr_check_struct_size(const char* entry_point, const char* last_field
       return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, #fn ": " #pointer " is NULL");     \
   } while (0)
 
-/* The body of an entry point the device does not support (used by api.c's stub rows). */
-#define DR_DEFINE_STUB(fn)                                                                 \
-  __attribute__((unused)) static PJRT_Error* dr_stub_##fn(fn##_Args* args) {               \
+/* An entry point the device does not support: answers UNIMPLEMENTED naming itself, through
+ * the same traced wrapper as the others (api.c's stub rows). */
+#define DR_STUB(fn)                                                                        \
+  static PJRT_Error* stub_##fn(fn##_Args* args) {                                          \
     (void)args;                                                                            \
-    dr_trace(#fn);                                                                         \
     return dr_unimplemented(#fn);                                                          \
-  }
+  }                                                                                        \
+  DR_TRACED(fn, stub_##fn)
 
 /* ---- events (event.c) ------------------------------------------------------------------ */
 

@@ -3,7 +3,8 @@
  * jaxlib reads every failure through these, so they are the first thing any plugin needs:
  * without PJRT_Error_Message and PJRT_Error_GetCode an error cannot even be reported.
  * The three entry points return void or are the error channel itself, so they are traced but
- * cannot be knocked out.
+ * cannot be knocked out (api.c).  The error struct is the plugin's own: jaxlib only ever holds
+ * a pointer to it and reads it back through these three.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,7 +58,6 @@ PJRT_Error* dr_error_from(PJRT_Error_Code code, const char* message) {
 /* ---- entry points ---------------------------------------------------------------------- */
 
 void dr_Error_Destroy(PJRT_Error_Destroy_Args* args) {
-  dr_trace("PJRT_Error_Destroy");
   /* void: a bad argument cannot be reported, only ignored. */
   if (args == NULL || args->struct_size < PJRT_STRUCT_SIZE(PJRT_Error_Destroy_Args, error))
     return;
@@ -65,7 +65,6 @@ void dr_Error_Destroy(PJRT_Error_Destroy_Args* args) {
 }
 
 void dr_Error_Message(PJRT_Error_Message_Args* args) {
-  dr_trace("PJRT_Error_Message");
   if (args == NULL || args->struct_size < PJRT_STRUCT_SIZE(PJRT_Error_Message_Args, message_size))
     return;
   if (args->error == NULL) {
@@ -78,7 +77,6 @@ void dr_Error_Message(PJRT_Error_Message_Args* args) {
 }
 
 PJRT_Error* dr_Error_GetCode(PJRT_Error_GetCode_Args* args) {
-  dr_trace("PJRT_Error_GetCode");
   if (args == NULL)
     return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "PJRT_Error_GetCode: args is NULL");
   PJRT_Error* size_error = dr_check_struct_size("PJRT_Error_GetCode", "code", args->struct_size,

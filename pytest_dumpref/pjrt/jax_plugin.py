@@ -1,13 +1,17 @@
 """The ``jax_plugins`` entry point: makes ``jax.devices("dumpref")`` work after ``pip install``.
 
-jax imports this module at start-up and calls :func:`initialize`.  It registers the dumpref
-library with jax, building it first into a per-user cache if the cache has no library for the
-current sources.  It never raises: a missing compiler or a broken build must not stop jax from
-starting, so it logs a warning and registers nothing.
+jax imports this module at start-up, in every process of the environment, and calls
+:func:`initialize`.  The device is opt-in: unless the process asks for it, initialize returns at
+once, so a jax program that never mentions dumpref sees no warning, no build and no extra
+backend.  Asked for, it registers the dumpref library with jax, building it first into a
+per-user cache if the cache has no library for the current sources.  It never raises: a missing
+compiler or a broken build must not stop jax from starting, so it logs a warning and registers
+nothing.
 
 Environment:
-  DUMPREF_PJRT=0            do not register the plugin at all
-  DUMPREF_PJRT_LIBRARY=PATH register this library instead of the cached build (tests use it)
+  DUMPREF_PJRT=1            register the plugin (the test fixtures set it for their subprocesses)
+  DUMPREF_PJRT_LIBRARY=PATH register this library instead of the cached build; setting it is
+                            asking for the device too (DUMPREF_PJRT=0 still wins)
   DUMPREF_PJRT_PRIORITY=N   backend priority (default -100: below jax's CPU backend, so jax's
                             default device stays the CPU and the plugin is opt-in by name)
 """
@@ -53,8 +57,16 @@ def _prune(keep: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def wanted() -> bool:
+    """Whether this process asked for the device (see the module docstring)."""
+    switch = os.environ.get("DUMPREF_PJRT", "")
+    if switch == "0":
+        return False
+    return switch == "1" or bool(os.environ.get("DUMPREF_PJRT_LIBRARY"))
+
+
 def initialize() -> None:
-    if os.environ.get("DUMPREF_PJRT", "1") == "0":
+    if not wanted():
         return
     try:
         library = os.environ.get("DUMPREF_PJRT_LIBRARY") or str(cached_library())

@@ -4,16 +4,21 @@ A subprocess because jaxlib turns most PJRT errors into fatal aborts: a knocked-
 must be able to kill the process that used it without killing the test run.  The plugin is
 registered the way users get it, through the ``jax_plugins`` entry point
 (:mod:`.jax_plugin`), told by ``DUMPREF_PJRT_LIBRARY`` to load this exact library.
+
+The trace (``DUMPREF_PJRT_TRACE``, written by ``plugin_c/hooks.c``) holds one record per call:
+the args struct's bytes as jax filled it and as the entry point left it.  :mod:`.calls` decodes
+them field by field with the real ``pjrt_c_api.h``.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -30,8 +35,15 @@ class JaxRun:
     returncode: int
     stdout: str
     stderr: str
-    trace: list[str]
-    crashed: bool  # killed by a signal (jaxlib's fatal CHECKs abort: SIGABRT)
+    trace: list[str]    # the entry points called, in call order
+    crashed: bool       # killed by a signal (jaxlib's fatal CHECKs abort: SIGABRT)
+    records: list[dict] = field(default_factory=list)  # the raw trace records (hooks.c)
+    library_base: int | None = None                   # where the library was loaded
+
+    def calls(self, library: Path):
+        """The records decoded field by field (:class:`.calls.Call`), for this library."""
+        from .calls import decode_records
+        return decode_records(self.records, library, self.library_base)
 
     @property
     def ok(self) -> bool:
@@ -83,6 +95,7 @@ def run_jax(library: Path, code: str, *, env: dict | None = None, trace: bool = 
         full_env = dict(os.environ)
         for var in ("DUMPREF_PJRT_TRACE", "DUMPREF_PJRT_DISABLE", "DUMPREF_PJRT"):
             full_env.pop(var, None)
+        full_env["DUMPREF_PJRT"] = "1"  # the device is opt-in (jax_plugin.wanted)
         full_env["DUMPREF_PJRT_LIBRARY"] = str(library)
         if trace:
             full_env["DUMPREF_PJRT_TRACE"] = str(trace_file)
@@ -97,5 +110,27 @@ def run_jax(library: Path, code: str, *, env: dict | None = None, trace: bool = 
             rc = -signal.SIGKILL
             out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             err = ((e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")) + f"\ntimed out after {timeout} s"
-        lines = trace_file.read_text().split() if trace and trace_file.exists() else []
-        return JaxRun(returncode=rc, stdout=out, stderr=err, trace=lines, crashed=rc < 0)
+        records, base = read_trace(trace_file) if trace and trace_file.exists() else ([], None)
+        return JaxRun(returncode=rc, stdout=out, stderr=err, trace=[r["fn"] for r in records],
+                      crashed=rc < 0, records=records, library_base=base)
+
+
+def read_trace(path: Path) -> tuple[list[dict], int | None]:
+    """The call records of a trace file and the library's load address.  A record cut short
+    (the process died while writing it) is kept by name only."""
+    records, base = [], None
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            m = re.match(r'\{"fn": "(\w+)"', line)
+            if m:
+                records.append({"fn": m.group(1), "truncated": True})
+            continue
+        if "library_base" in rec:
+            base = int(rec["library_base"], 16)
+        elif "fn" in rec:
+            records.append(rec)
+    return records, base
