@@ -14,5 +14,5 @@ PLUGIN_SOURCES = "pytest_dumpref.pjrt.plugin_c"
 setup(
     packages=find_packages(include=["pytest_dumpref", "pytest_dumpref.*"]) + [PLUGIN_SOURCES],
     package_dir={PLUGIN_SOURCES: "plugin_c"},
-    package_data={PLUGIN_SOURCES: ["*.c", "*.h"]},
+    package_data={PLUGIN_SOURCES: ["*.c", "*.h", "minimal/*.c"]},
 )

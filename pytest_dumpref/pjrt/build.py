@@ -3,7 +3,8 @@
 The plugin is compiled against the real ``pjrt_c_api.h`` shipped in the ``xla-cpu-pjrt``
 wheel, found through the installed package at build time (never copied into the repository).
 Every ``plugin_c/*.c`` file is compiled, so a new family of entry points joins the build by
-existing.  ``build_plugin`` always builds afresh into the folder it is given: a fixture never
+existing.  The minimal plugin (``plugin_c/minimal/minimal.c``, levels 1 and 2 only) is one file
+built on its own, with the flags its header comment gives a reader.  ``build_plugin`` always builds afresh into the folder it is given: a fixture never
 sees a stale library.
 """
 from __future__ import annotations
@@ -19,7 +20,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 LIBRARY_NAME = "libdumpref_pjrt.so"
+MINIMAL_LIBRARY_NAME = "libdumpref_minimal.so"
 PLATFORM = "dumpref"
+#: The minimal plugin: one file, written from the measured map (levels 1 and 2 only).
+MINIMAL_SOURCE = Path("minimal") / "minimal.c"
 
 #: Flags for the normal build; why each: C11 as the issue asks, warnings on, symbols hidden so
 #: only GetPjrtApi is exported (jaxlib dlsym's it), -g so aborts inside the plugin have names.
@@ -34,6 +38,8 @@ BASE_FLAGS = ("-std=c11", "-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic"
 #: test cannot pass over it.
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
                   "-fno-omit-frame-pointer", "-O1")
+#: The minimal plugin's flags: what its own header comment tells a reader to type.
+MINIMAL_FLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-fPIC", "-shared")
 #: -z defs: an undefined symbol fails the build here, not the dlopen inside jax later.
 LIBS = ("-lpthread", "-lm", "-Wl,-z,defs")  # libm: the program interpreter (prog_interp.c)
 
@@ -102,6 +108,13 @@ def build_command(output: Path, *, sanitize: bool = False, src: Path | None = No
             + [str(p) for p in sources(src)] + list(LIBS))
 
 
+def minimal_command(output: Path, *, src: Path | None = None) -> list[str]:
+    """The minimal plugin's build: its one file, its header comment's flags, the real header."""
+    src = src or plugin_source_dir()
+    return [*find_compiler().split(), *MINIMAL_FLAGS, f"-I{header_dir()}", "-o", str(output),
+            str(src / MINIMAL_SOURCE)]
+
+
 def sources_digest(src: Path | None = None) -> str:
     """One hash over the C sources and headers and the build flags, to key caches of built
     libraries (a change of flags alone must not leave a stale library in the cache)."""
@@ -126,6 +139,7 @@ class BuiltPlugin:
     build_command: list[str]
     sha256: str
     sanitize: bool = False
+    minimal: bool = False
     _api: Any = field(default=None, repr=False)
     _device_kind: str | None = field(default=None, repr=False)
 
@@ -176,16 +190,29 @@ class BuiltPlugin:
             out.append(part)
         return out
 
+    def portable_command(self) -> str:
+        """The build command a reader can type: folders as `$OUT`, `<xla_cpu_pjrt>/include`,
+        `plugin_c`."""
+        return " ".join(self._portable_command())
 
-def build_plugin(out_dir, *, sanitize: bool = False, name: str | None = None) -> BuiltPlugin:
-    """Compile ``plugin_c/*.c`` into ``out_dir`` and return the :class:`BuiltPlugin`."""
+
+def build_plugin(out_dir, *, sanitize: bool = False, name: str | None = None,
+                 minimal: bool = False, source: Path | None = None) -> BuiltPlugin:
+    """Compile ``plugin_c/*.c`` (or, ``minimal``, ``plugin_c/minimal/minimal.c`` -- or the
+    file ``source`` instead, for an edited copy) into ``out_dir``; return the :class:`BuiltPlugin`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / (name or (("asan-" if sanitize else "") + LIBRARY_NAME))
+    default = MINIMAL_LIBRARY_NAME if minimal else ("asan-" if sanitize else "") + LIBRARY_NAME
+    target = out_dir / (name or default)
     # Build beside the target and rename: a concurrent reader never sees half a library.
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".building-", suffix=".so")
     os.close(fd)
-    cmd = build_command(Path(tmp), sanitize=sanitize)
+    if minimal:
+        cmd = minimal_command(Path(tmp))
+        if source is not None:
+            cmd[-1] = str(source)
+    else:
+        cmd = build_command(Path(tmp), sanitize=sanitize)
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=plugin_source_dir())
         if done.returncode != 0:
@@ -197,4 +224,4 @@ def build_plugin(out_dir, *, sanitize: bool = False, name: str | None = None) ->
             os.unlink(tmp)
     final_cmd = [str(target) if c == tmp else c for c in cmd]
     return BuiltPlugin(path=target, build_command=final_cmd, sha256=_sha256(target),
-                       sanitize=sanitize)
+                       sanitize=sanitize, minimal=minimal)

@@ -1,4 +1,5 @@
-"""``python -m pytest_dumpref build-plugin [--out DIR]``: build the PJRT plugin, print its path."""
+"""``python -m pytest_dumpref build-plugin [--out DIR] [--minimal]``: build the PJRT plugin (or
+the minimal one of Study 3's appendix), print its path."""
 from __future__ import annotations
 
 import sys
@@ -9,13 +10,18 @@ def register(subparsers) -> None:
     p.add_argument("--out", default="build/pjrt", help="folder for the library (default: build/pjrt)")
     p.add_argument("--sanitize", action="store_true",
                    help="build with AddressSanitizer and UndefinedBehaviorSanitizer")
+    p.add_argument("--minimal", action="store_true",
+                   help="build the minimal plugin (plugin_c/minimal/minimal.c: levels 1 and 2 only)")
     p.set_defaults(run=_run)
 
 
 def _run(args) -> int:
     from .build import BuildError, build_plugin
     try:
-        built = build_plugin(args.out, sanitize=args.sanitize)
+        if args.minimal and args.sanitize:
+            raise BuildError("--minimal and --sanitize do not go together (the sanitizer build "
+                             "is the full plugin's)")
+        built = build_plugin(args.out, sanitize=args.sanitize, minimal=args.minimal)
     except BuildError as e:
         print(f"build-plugin: {e}", file=sys.stderr)
         return 1

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from pytest_dumpref.pjrt.abi import PjrtApi
-from pytest_dumpref.pjrt.build import LIBRARY_NAME
+from pytest_dumpref.pjrt.build import LIBRARY_NAME, MINIMAL_LIBRARY_NAME
 
 
 def _cli(*args, env=None):
@@ -30,3 +30,24 @@ def test_build_plugin_without_a_compiler_says_so(tmp_path):
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("build-plugin: CC='no-such-cc-dumpref' is set but not found on PATH")
     assert "Traceback" not in done.stderr
+
+
+def test_build_plugin_minimal_builds_the_one_file_plugin(tmp_path):
+    done = _cli("--minimal", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip())
+    assert path == (tmp_path / "out" / MINIMAL_LIBRARY_NAME).resolve() and path.is_file()
+    api = PjrtApi(path)
+    assert api.version >= (0, 1)
+    # every slot is a function: the filled ones work, the others answer UNIMPLEMENTED
+    assert [n for n in api.slot_names if api.slot(n) == api.ffi.NULL] == []
+    client = api.create_client()
+    name = api.call("PJRT_Client_PlatformName", client=client)
+    assert api.ffi.string(name.platform_name, name.platform_name_size) == b"dumpref"
+    err = api.call_raw("PJRT_Client_TopologyDescription", api.new_args("PJRT_Client_TopologyDescription"))
+    assert api.take_error("PJRT_Client_TopologyDescription", err).code_name == "UNIMPLEMENTED"
+
+
+def test_build_plugin_minimal_refuses_sanitize(tmp_path):
+    done = _cli("--minimal", "--sanitize", "--out", str(tmp_path / "out"))
+    assert done.returncode == 1 and "do not go together" in done.stderr
