@@ -223,7 +223,7 @@ class PassChange:
     added: list
     removed: list
     rewritten: list          # (old instruction, new instruction) pairs with the same name
-    renamed: int             # lines that differ only in numeric suffixes (noise)
+    renamed_pairs: list      # (old, new) pairs that differ only in names (noise, not counted)
     figures_before: Figures
     figures_after: Figures
     baseline: Baseline | None = None  # R0, W0, N0 of the score
@@ -240,6 +240,10 @@ class PassChange:
     @property
     def step(self):
         return self.after.step
+
+    @property
+    def renamed(self) -> int:
+        return len(self.renamed_pairs)
 
     @property
     def instructions_changed(self) -> int:
@@ -573,8 +577,8 @@ class _Normalizer:
 
 
 def _diff(a, b, norm: _Normalizer):
-    """(added, removed, rewritten pairs, renamed count) between two modules' top-level
-    instructions."""
+    """(added, removed, rewritten pairs, renamed pairs) between two modules' instructions
+    compared (DEFINITIONS["instructions"] and ["matching"])."""
     comps_a, comps_b = _top_computations(a), _top_computations(b)
     # Fast path: an instruction object present on both sides (in the same computation, and
     # calling bodies that did not change) is unchanged, whatever else moved.  A computation
@@ -634,7 +638,7 @@ def _diff(a, b, norm: _Normalizer):
             only_a.append((comp, inst))
     # pair by name: same name, different text = rewritten (unless only suffixes differ)
     by_name_a = {inst.name: (comp, inst) for comp, inst in only_a}
-    rewritten, renamed = [], 0
+    rewritten, renamed = [], []
     rest_b = []
     for comp, inst in only_b:
         hit = by_name_a.pop(inst.name, None)
@@ -642,7 +646,7 @@ def _diff(a, b, norm: _Normalizer):
             rest_b.append((comp, inst))
             continue
         if _loose(a, hit[0], hit[1], norm) == _loose(b, comp, inst, norm):
-            renamed += 1
+            renamed.append((hit[1], inst))
         else:
             rewritten.append((hit[1], inst))
     # pair the rest by text without suffixes: renamed
@@ -653,8 +657,7 @@ def _diff(a, b, norm: _Normalizer):
     for comp, inst in rest_b:
         bucket = loose_a.get(_loose(b, comp, inst, norm))
         if bucket:
-            bucket.pop()
-            renamed += 1
+            renamed.append((bucket.pop(), inst))
         else:
             added.append(inst)
     removed = [i for bucket in loose_a.values() for i in bucket]
