@@ -1,13 +1,172 @@
-"""``--dumpref-check``: does the committed write-up still reproduce?
+"""``--dumpref-check``: does the committed write-up still reproduce, line by line?
 
-Compares, claim by claim, what a run recorded against the write-up's data block.
-Deterministic values (byte counts, hashes, anything without a tolerance) must be equal;
-measured ones must fall within the relative tolerance the write-up states for them.
+The run is rendered afresh (:func:`writeup.render_lines`) and compared with the committed
+file's visible lines: every line must come out identical, except the spans the renderer marks
+as slots: a measured value must agree within its declared tolerance, a field of the machine
+may differ (reported side by side, not a failure), a field of :data:`writeup.RUN_TO_RUN` may
+differ (declared, and listed).  The data block is checked too: rendered on its own it must give
+the file's visible lines exactly (so an edit to either side shows), and its full-precision
+numbers and hashes must agree with the run's.
 """
 from __future__ import annotations
 
+import difflib
 import math
+import re
+from dataclasses import dataclass
 
+from .writeup import MACHINE, Line
+
+MAX_REPORTED = 40
+_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?")
+
+
+@dataclass
+class Difference:
+    line: int                  # 1-based line of the committed file
+    claim: str | None
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        part = f"claim {self.claim}" if self.claim else self.where
+        return f"line {self.line} ({part}): {self.message}"
+
+
+def _short(text: str, n: int = 220) -> str:
+    return repr(text if len(text) <= n else text[:n] + "…")
+
+
+# -- one line ------------------------------------------------------------------------------
+
+def _pattern(line: Line) -> re.Pattern:
+    parts, pos = [], 0
+    for s in line.slots:
+        parts.append(re.escape(line.text[pos:s.start]))
+        parts.append("(.*?)")
+        pos = s.end
+    parts.append(re.escape(line.text[pos:]))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _displayed_number(text: str) -> tuple[float, float] | None:
+    """The first number of a displayed value and half a unit of its last digit (rounding)."""
+    m = _NUMBER.search(text)
+    if not m:
+        return None
+    s = m.group(0).replace(",", "")
+    mantissa, _, exponent = s.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    try:
+        value = float(s)
+    except ValueError:
+        return None
+    slack = 0.5 * 10 ** (-decimals) * 10 ** (int(exponent) if exponent else 0)
+    if value:  # the renderer shows 4 significant digits ("1" is 1.000): rounding is no wider
+        slack = min(slack, 0.5 * 10 ** (math.floor(math.log10(abs(value))) - 3))
+    return value, slack
+
+
+def _within(written: float, slack: float, now: float, rel: float | None, abs_: float | None) -> bool:
+    bound = slack + (rel or 0.0) * abs(written) + (abs_ or 0.0)
+    return abs(now - written) <= bound * (1 + 1e-12)
+
+
+def compare_line(text: str, fresh: Line) -> tuple[str | None, list[tuple[str, str, str]]]:
+    """(why ``text`` does not reproduce ``fresh``, or None; [(field, file, run)] accepted
+    differences of the machine or of RUN_TO_RUN)."""
+    if text == fresh.text:
+        return None, []
+    if not fresh.slots:
+        return "differs", []
+    m = _pattern(fresh).fullmatch(text)
+    if not m:
+        return "differs", []
+    accepted = []
+    for slot, shown in zip(fresh.slots, m.groups()):
+        now = fresh.text[slot.start:slot.end]
+        if shown == now:
+            continue
+        if slot.rule in ("machine", "varies"):
+            accepted.append((slot.what, shown, now))
+            continue
+        # measured: the shown value within tolerance of the run's, the rest of the text the same
+        parsed = _displayed_number(shown)
+        if parsed is None or _NUMBER.sub("#", shown) != _NUMBER.sub("#", now):
+            return f"{slot.what} differs", []
+        written, slack = parsed
+        if not _within(written, slack, slot.value, slot.rel, slot.abs):
+            bound = f"±{slot.abs:g}" if slot.abs is not None else f"±{slot.rel:.0%}"
+            return f"{slot.what} does not reproduce within its tolerance ({bound})", []
+        accepted.append((slot.what, shown, now))
+    return None, accepted
+
+
+# -- the file ------------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    differences: list[Difference]
+    accepted: list[tuple[str, str, str]]      # measured values within tolerance, machine, RUN_TO_RUN
+
+
+def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this run") -> Result:
+    """Align the file's lines with the rendered ones and name every line that does not reproduce."""
+    diffs: list[Difference] = []
+    accepted: list = []
+    sm = difflib.SequenceMatcher(None, file_lines, [ln.text for ln in fresh], autojunk=False)
+    last_fresh: Line | None = None
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal":
+            last_fresh = fresh[j2 - 1]
+            continue
+        pairs, extra, missing = _pair(file_lines, fresh, i1, i2, j1, j2)
+        for i, j in pairs:
+            why, acc = compare_line(file_lines[i], fresh[j])
+            last_fresh = fresh[j]
+            if why is None:
+                accepted += acc
+            else:
+                diffs.append(Difference(i + 1, fresh[j].claim, fresh[j].where,
+                                        f"{why}: the file says {_short(file_lines[i])}; "
+                                        f"{source} produced {_short(fresh[j].text)}"))
+        for i in extra:
+            ctx = fresh[min(j1, len(fresh) - 1)] if fresh else None
+            ctx = last_fresh or ctx
+            diffs.append(Difference(i + 1, ctx.claim if ctx else None, ctx.where if ctx else "",
+                                    f"the file has a line {source} did not produce: "
+                                    f"{_short(file_lines[i])}"))
+        for j in missing:
+            diffs.append(Difference(i1 + 1 if i1 < len(file_lines) else len(file_lines), fresh[j].claim,
+                                    fresh[j].where, f"the file lacks a line {source} produced here: "
+                                    f"{_short(fresh[j].text)}"))
+    diffs.sort(key=lambda d: d.line)
+    return Result(diffs, accepted)
+
+
+def _pair(file_lines, fresh, i1, i2, j1, j2):
+    """Pair the lines of a changed block: those that match a rendered line's pattern first, in
+    order, then the rest position by position."""
+    if i2 - i1 == j2 - j1:
+        return list(zip(range(i1, i2), range(j1, j2))), [], []
+    pairs, used_i, used_j = [], set(), set()
+    j = j1
+    for i in range(i1, i2):
+        for k in range(j, j2):
+            if fresh[k].slots and _pattern(fresh[k]).fullmatch(file_lines[i]):
+                pairs.append((i, k))
+                used_i.add(i)
+                used_j.add(k)
+                j = k + 1
+                break
+    rest_i = [i for i in range(i1, i2) if i not in used_i]
+    rest_j = [k for k in range(j1, j2) if k not in used_j]
+    n = min(len(rest_i), len(rest_j))
+    pairs += list(zip(rest_i[:n], rest_j[:n]))
+    return sorted(pairs), rest_i[n:], rest_j[n:]
+
+
+# -- the data block ------------------------------------------------------------------------
 
 def _same(written, now, tolerance: float | None) -> bool:
     if isinstance(written, bool) or isinstance(now, bool) or tolerance is None:
@@ -15,45 +174,41 @@ def _same(written, now, tolerance: float | None) -> bool:
             # exact, up to the last bits of float summation order
             return math.isclose(written, now, rel_tol=1e-12, abs_tol=0.0)
         return written == now
-    if written == now:
-        return True
-    return abs(now - written) <= tolerance * abs(written)
+    return written == now or abs(now - written) <= tolerance * abs(written)
 
 
-def compare_claim(nodeid: str, written: dict | None, record: dict) -> list[str]:
-    """Problems (sentences naming claim and number) for one claim that ran and passed."""
-    if written is None:
-        return [f"claim {nodeid} is not in the write-up (re-render it with --dumpref-report)"]
+def compare_values(nodeid: str, written: dict, record: dict) -> list[tuple[str, str]]:
+    """(what, problem) for the full-precision numbers and hashes of one claim in both runs."""
     problems = []
-    if written.get("outcome") != "passed":
-        problems.append(f"claim {nodeid} now passes but the write-up lists it as {written.get('outcome')}")
-    if written.get("text") != record["text"]:
-        problems.append(f"claim {nodeid}: its sentence changed from {written.get('text')!r} to {record['text']!r}")
     numbers = {i["name"]: i for i in record["evidence"] if i["kind"] == "number"}
-    for name, w in written.get("numbers", {}).items():
-        if name not in numbers:
-            problems.append(f"claim {nodeid}: number {name!r} is in the write-up but the claim no longer records it")
-            continue
-        now = numbers[name]["value"]
-        tol = w.get("tolerance")
-        if not _same(w["value"], now, tol):
+    for w in (i for i in written["evidence"] if i["kind"] == "number"):
+        n = numbers.get(w["name"])
+        if n is None:
+            continue  # the visible comparison names a number that is gone
+        tol = w.get("effective_tolerance")
+        if not _same(w["value"], n["value"], tol):
             bound = "exactly" if tol is None else f"within ±{tol:.0%}"
             unit = f" {w['unit']}" if w.get("unit") else ""
-            problems.append(f"claim {nodeid}: number {name!r} does not reproduce: write-up says "
-                            f"{w['value']!r}{unit}, this run measured {now!r}{unit} (must match {bound})")
-    for name in sorted(set(numbers) - set(written.get("numbers", {}))):
-        problems.append(f"claim {nodeid}: number {name!r} is not in the write-up")
+            problems.append((f"number {w['name']!r}",
+                             f"number {w['name']!r} does not reproduce: write-up says {w['value']!r}{unit}, "
+                             f"this run measured {n['value']!r}{unit} (must match {bound})"))
     files = {i["title"]: i["sha256"] for i in record["evidence"] if i["kind"] == "file"}
-    for title, digest in written.get("files", {}).items():
-        if title not in files:
-            problems.append(f"claim {nodeid}: file {title!r} is in the write-up but no longer recorded")
-        elif files[title] != digest:
-            problems.append(f"claim {nodeid}: file {title!r} changed: sha256 {digest[:16]}… in the write-up, "
-                            f"{files[title][:16]}… now")
-    for title in sorted(set(files) - set(written.get("files", {}))):
-        problems.append(f"claim {nodeid}: file {title!r} is not in the write-up")
+    for w in (i for i in written["evidence"] if i["kind"] == "file"):
+        now = files.get(w["title"])
+        if now is not None and now != w["sha256"]:
+            problems.append((f"file {w['title']!r}",
+                             f"file {w['title']!r} changed: sha256 {w['sha256']} in the write-up, {now} now"))
     return problems
 
+
+def machine_differences(written_env: dict, env: dict) -> list[str]:
+    """The fields of the machine on which the write-up and this run differ, jax first."""
+    keys = sorted(MACHINE, key=lambda k: (k not in ("jax", "jaxlib"), MACHINE.index(k)))
+    return [f"{k}: write-up {written_env.get(k)!r}, this run {env.get(k)!r}"
+            for k in keys if written_env.get(k) != env.get(k)]
+
+
+# -- which claims a run covers -------------------------------------------------------------
 
 def covered_by(args: list[str]):
     """Which node ids a run over ``args`` (rootdir-relative "path" or "path::name") would

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-STUDIES = ("pjrt", "passes", "fusion")
 REQUIRED_PROVENANCE = ("dtype", "shapes", "method")
 
 
@@ -82,19 +81,16 @@ class Evidence:
     def excerpt(self, title: str, text: str, *, lang: str | None = None) -> None:
         self.items.append({"kind": "excerpt", "title": title, "text": str(text), "lang": lang})
 
-    def table(self, title: str, rows: Iterable) -> None:
-        """``rows``: dicts with the same keys, or lists whose first row is the header."""
-        rows = list(rows)
-        if rows and isinstance(rows[0], dict):
-            header = list(rows[0].keys())
-            body = [[r.get(k) for k in header] for r in rows]
-        elif rows:
-            header, body = list(rows[0]), [list(r) for r in rows[1:]]
-        else:
-            header, body = [], []
-        cells = [[_cell(c) for c in r] for r in body]
-        self.items.append({"kind": "table", "title": title, "header": [str(h) for h in header],
-                           "rows": cells})
+    def table(self, title: str, rows: Iterable, *, tolerances: dict | None = None) -> None:
+        """``rows``: dicts with the same keys, or lists whose first row is the header.
+
+        ``tolerances`` names the columns that are measured (timings, counts that move between
+        runs) and how closely a re-run must agree: ``{"us/call": 0.5}`` is relative (0.5 = 50 %),
+        ``{"A/A difference": {"abs": 20}}`` absolute.  Every other cell is compared exactly by
+        ``--dumpref-check``."""
+        header, cells = _table(f"evidence.table {title!r}", rows)
+        self.items.append({"kind": "table", "title": title, "header": header, "rows": cells,
+                           "tolerances": _column_tolerances(f"evidence.table {title!r}", header, tolerances)})
 
     def file(self, title: str, path) -> None:
         """A file or folder the claim rests on, by hash (compared exactly by --dumpref-check)."""
@@ -106,14 +102,19 @@ class Evidence:
         self.items.append({"kind": "file", "title": title, "path": str(p), "sha256": digest,
                            "is_dir": p.is_dir()})
 
-    def figure(self, title: str, path) -> None:
-        """An image; copied beside the write-up.  Hashed, but not compared by the check:
-        the numbers it plots are."""
+    def figure(self, title: str, path, *, data: Iterable | None = None,
+               tolerances: dict | None = None) -> None:
+        """An image; copied beside the write-up.  Its pixels are not compared by the check
+        (another matplotlib draws other pixels); the numbers it plots are, when given as
+        ``data`` (rows as for :meth:`table`, with the same ``tolerances``)."""
         p = Path(path)
         if not p.is_file():
             raise ClaimError(f"evidence.figure {title!r}: {p} is not a file")
-        self.items.append({"kind": "figure", "title": title, "path": str(p),
-                           "sha256": sha256_of(p)})
+        what = f"evidence.figure {title!r}"
+        header, cells = _table(what, data) if data is not None else ([], [])
+        self.items.append({"kind": "figure", "title": title, "path": str(p), "suffix": p.suffix,
+                           "sha256": sha256_of(p), "header": header, "rows": cells,
+                           "tolerances": _column_tolerances(what, header, tolerances)})
 
     def note(self, text: str) -> None:
         """A sentence of explanation rendered under the claim (not a claim of its own)."""
@@ -150,6 +151,37 @@ class Evidence:
     def substantive(self) -> list[dict]:
         """Items that back a claim (a note alone backs nothing)."""
         return [i for i in self.items if i["kind"] != "note"]
+
+
+def _table(what: str, rows: Iterable) -> tuple[list[str], list[list]]:
+    rows = list(rows)
+    if rows and isinstance(rows[0], dict):
+        header = list(rows[0].keys())
+        body = [[r.get(k) for k in header] for r in rows]
+    elif rows:
+        header, body = list(rows[0]), [list(r) for r in rows[1:]]
+    else:
+        header, body = [], []
+    if any(len(r) != len(header) for r in body):
+        raise ClaimError(f"{what}: every row needs {len(header)} cells, one per column of {header}")
+    return [str(h) for h in header], [[_cell(c) for c in r] for r in body]
+
+
+def _column_tolerances(what: str, header: list[str], tolerances: dict | None) -> dict:
+    """{column: {"rel": x} | {"abs": x}}, checked against the header."""
+    out = {}
+    for col, tol in (tolerances or {}).items():
+        if col not in header:
+            raise ClaimError(f"{what}: tolerances name column {col!r}, which is not one of {header}")
+        if isinstance(tol, dict) and set(tol) == {"abs"}:
+            kind, value = "abs", tol["abs"]
+        else:
+            kind, value = "rel", tol
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ClaimError(f"{what}: tolerance of column {col!r} must be a relative number >= 0 "
+                             f"or {{'abs': number}}, got {tol!r}")
+        out[col] = {kind: float(value)}
+    return out
 
 
 def _cell(c):
@@ -205,17 +237,21 @@ class ClaimRecord:
     nodeid: str
     text: str
     section: str
-    studies: list[str]
     provenance: Provenance
+    title: str = ""
     evidence: Evidence = field(default_factory=Evidence)
     environment: dict = field(default_factory=dict)
     outcome: str = "unknown"          # passed | failed | skipped
     reason: str = ""
-    order: int = 0                    # position in the collection: the write-up follows the files
+    order: int = 0                    # position in its file: the write-up follows the files
+    assertions: int | None = None     # passing assert statements of its test (None: not counted)
 
     def violations(self, observed_chip: str | None) -> list[str]:
         """The rule, as sentences.  Empty means the claim is allowed to stand."""
         out = []
+        if self.assertions == 0:
+            out.append("it asserts nothing: no assert statement passed in its test. Recording "
+                       "evidence is not deciding; the test's assertions decide whether the claim holds")
         if not self.evidence.substantive:
             out.append("it recorded no evidence (use the `evidence` fixture, or a fixture that records it: dump, unfused, pjrt_plugin, benchmark)")
         if self.provenance is None:
@@ -252,8 +288,8 @@ class ClaimRecord:
         return out
 
     def to_json(self) -> dict:
-        return {"nodeid": self.nodeid, "text": self.text, "section": self.section,
-                "studies": self.studies, "provenance": self.provenance.as_dict() if self.provenance else None,
+        return {"nodeid": self.nodeid, "text": self.text, "title": self.title, "section": self.section,
+                "provenance": self.provenance.as_dict() if self.provenance else None,
                 "evidence": self.evidence.items, "observed": self.evidence.observed,
                 "environment": self.environment, "outcome": self.outcome, "reason": self.reason,
                 "order": self.order}

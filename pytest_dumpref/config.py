@@ -1,4 +1,5 @@
-"""``[tool.dumpref]`` in pyproject.toml: title, section order and titles, default tolerances."""
+"""``[tool.dumpref]`` in pyproject.toml: title, sections (which are also the study markers),
+where the claims live, default tolerances."""
 from __future__ import annotations
 
 import sys
@@ -15,11 +16,19 @@ class ConfigError(ValueError):
     pass
 
 
+# With no sections configured, every claim belongs to this one section; its heading is
+# DEFAULT_SECTION_TITLE unless section_titles names it.
+DEFAULT_SECTION = "general"
+DEFAULT_SECTION_TITLE = "Claims"
+
+
 @dataclass
 class DumprefConfig:
     title: str = "Claims about what the compiler did"
     intro: str = ""
-    sections: list[str] = field(default_factory=list)       # order; empty = any section allowed
+    sections: list[str] = field(default_factory=list)       # order; empty = the default section
+    claims: list[str] = field(default_factory=list)         # rootdir-relative paths of the claim files
+    setup: str = ""                                         # the command that installs what the claims need
     section_titles: dict[str, str] = field(default_factory=dict)
     section_intros: dict[str, str] = field(default_factory=dict)
     default_tolerances: dict[str, float] = field(default_factory=dict)  # unit -> relative tolerance
@@ -31,7 +40,14 @@ class DumprefConfig:
         return self.default_tolerances.get(unit) if unit else None
 
     def section_title(self, name: str) -> str:
+        if name == DEFAULT_SECTION and name not in self.section_titles:
+            return DEFAULT_SECTION_TITLE
         return self.section_titles.get(name, name)
+
+    @property
+    def study_markers(self) -> list[str]:
+        """The markers that put a claim in a section: the configured sections, or none."""
+        return list(self.sections)
 
 
 def load(pyproject: Path | None) -> DumprefConfig:
@@ -43,11 +59,11 @@ def load(pyproject: Path | None) -> DumprefConfig:
         raise ConfigError(f"{pyproject}: not valid TOML: {e}") from None
     raw = data.get("tool", {}).get("dumpref", {})
     known = {"title", "intro", "intro_file", "sections", "section_titles", "section_intros",
-             "default_tolerances"}
+             "default_tolerances", "claims", "setup"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{pyproject}: [tool.dumpref] has unknown keys {unknown}; known: {sorted(known)}")
-    for key in ("title", "intro", "intro_file"):
+    for key in ("title", "intro", "intro_file", "setup"):
         if key in raw and not isinstance(raw[key], str):
             raise ConfigError(f"{pyproject}: [tool.dumpref] {key} must be a string, got {raw[key]!r}")
     for key in ("section_titles", "section_intros", "default_tolerances"):
@@ -65,6 +81,15 @@ def load(pyproject: Path | None) -> DumprefConfig:
             raise ConfigError(f"{pyproject}: [tool.dumpref] intro_file {raw['intro_file']!r}: {e}") from None
     if not isinstance(cfg.sections, list) or not all(isinstance(s, str) for s in cfg.sections):
         raise ConfigError(f"{pyproject}: [tool.dumpref] sections must be a list of names")
+    for name in cfg.sections:
+        if not name.isidentifier():
+            raise ConfigError(f"{pyproject}: [tool.dumpref] section {name!r} is also a marker name "
+                              f"(@pytest.mark.{name}) and must be a Python identifier")
+    if isinstance(cfg.claims, str):
+        cfg.claims = [cfg.claims]
+    if not isinstance(cfg.claims, list) or not all(isinstance(c, str) and c for c in cfg.claims):
+        raise ConfigError(f"{pyproject}: [tool.dumpref] claims must be a path or a list of paths "
+                          f"(relative to {pyproject.parent}), e.g. claims = [\"claims\"]")
     for unit, tol in cfg.default_tolerances.items():
         if not isinstance(tol, (int, float)) or tol < 0:
             raise ConfigError(f"{pyproject}: [tool.dumpref.default_tolerances] {unit} = {tol!r} is not a relative tolerance >= 0")

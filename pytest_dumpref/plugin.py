@@ -7,6 +7,9 @@ so under pytest-xdist they reach the controller, which alone writes the write-up
 from __future__ import annotations
 
 import json
+import os
+import re
+from pathlib import Path
 
 import pytest
 
@@ -21,11 +24,9 @@ _EVIDENCE_KEY = pytest.StashKey[Evidence]()
 _PROPERTY = "dumpref"
 
 MARKERS = {
-    "claim": "claim(text, *, section=None): this test is a claim of the write-up; text is the sentence it states",
+    "claim": "claim(text, *, title=None, section=None): this test is a claim of the write-up; text is "
+             "the sentence it states, title its heading (default: the test's name as words)",
     "provenance": "provenance(*, dtype, shapes, method, chip=None): what the claim was measured on and how",
-    "passes": "study: a compile, pass by pass (a claim's default section)",
-    "fusion": "study: one fusion decision, reconstructed and verified (a claim's default section)",
-    "pjrt": "study: the dumpref PJRT device (a claim's default section)",
 }
 
 
@@ -37,22 +38,53 @@ def pytest_addoption(parser):
                     help="re-run the claims and fail unless they reproduce the write-up at PATH")
 
 
+def _pyproject(config):
+    return config.inipath if config.inipath and config.inipath.name == "pyproject.toml" \
+        else config.rootpath / "pyproject.toml"
+
+
 def pytest_configure(config):
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
-    pyproject = config.inipath if config.inipath and config.inipath.name == "pyproject.toml" \
-        else config.rootpath / "pyproject.toml"
     try:
-        cfg = dumpref_config.load(pyproject)
+        cfg = dumpref_config.load(_pyproject(config))
         config.stash[_SESSION_KEY] = DumprefSession(
             cfg, config.rootpath, config.getoption("dumpref_report"), config.getoption("dumpref_check"))
     except (dumpref_config.ConfigError, WriteupError) as e:
         raise pytest.UsageError(f"pytest-dumpref: {e}") from None
+    for name in cfg.study_markers:  # the sections of [tool.dumpref] are the study markers
+        config.addinivalue_line("markers", f"{name}: study: {cfg.section_title(name)} (a claim's section)")
+    _enable_assertion_pass_hook(config)
+    _claims_for_study_markers(config, cfg)
     config.pluginmanager.register(_RunHooks(config), "dumpref-run")
     basetemp = config.getoption("basetemp", None)
     if basetemp:  # a write-up's Reproduce lines use --basetemp=dumpref-evidence/<claim>; pytest
         # creates only the last folder of --basetemp, so the parent is made here
         (config.invocation_params.dir / basetemp).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _enable_assertion_pass_hook(config) -> None:
+    """"A claim asserts" is counted with pytest's pytest_assertion_pass hook, which assertion
+    rewriting calls only with the ini option enable_assertion_pass_hook: it is switched on
+    here, before any test module is rewritten (pytest reads it per module it rewrites)."""
+    if not config.getini("enable_assertion_pass_hook"):
+        config._inicache["enable_assertion_pass_hook"] = True
+
+
+def _claims_for_study_markers(config, cfg) -> None:
+    """`pytest -m fusion` with no path: the claims are searched too, since that is where the
+    study markers are.  Only when [tool.dumpref] claims names the claim paths and -m names a
+    configured section; a run given paths searches just those."""
+    markexpr = config.getoption("markexpr", "") or ""
+    if not cfg.claims or config.args_source == pytest.Config.ArgsSource.ARGS:
+        return
+    names = set(re.findall(r"[A-Za-z_]\w*", markexpr)) - {"and", "or", "not"}
+    if not names & set(cfg.sections):
+        return
+    for path in cfg.claims:
+        full = config.rootpath / path
+        if full.exists() and not any(Path(a).resolve() == full.resolve() for a in config.args):
+            config.args.append(str(full))
 
 
 def _session(config) -> DumprefSession:
@@ -61,7 +93,8 @@ def _session(config) -> DumprefSession:
 
 def pytest_collection_modifyitems(session, config, items):
     """Marker arguments are checked before anything runs: a usage error names the test."""
-    for index, item in enumerate(items):
+    index_in_file: dict = {}
+    for item in items:
         marker = item.get_closest_marker("claim")
         if marker is None:
             continue
@@ -69,11 +102,14 @@ def pytest_collection_modifyitems(session, config, items):
             claim = parse_claim_marker(item.nodeid, marker.args, marker.kwargs)
             prov_marker = item.get_closest_marker("provenance")
             prov = parse_provenance_marker(item.nodeid, prov_marker.args, prov_marker.kwargs) if prov_marker else None
-            names = {m.name for m in item.iter_markers()}
-            item.stash[_RECORD_KEY] = _session(config).new_record(item.nodeid, claim, prov, names)
-            item.stash[_RECORD_KEY].order = index  # every xdist worker collects the same list
+            names = [m.name for m in item.iter_markers()]
+            record = _session(config).new_record(item.nodeid, claim, prov, names)
         except MarkerError as e:
             raise pytest.UsageError(f"pytest-dumpref: {e}") from None
+        # every xdist worker collects the same list; a file's claims keep their order in any selection
+        path = item.nodeid.split("::", 1)[0]
+        record.order = index_in_file[path] = index_in_file.get(path, -1) + 1
+        item.stash[_RECORD_KEY] = record
 
 
 @pytest.fixture
@@ -87,32 +123,67 @@ def evidence(request) -> Evidence:
     return request.node.stash[_EVIDENCE_KEY]
 
 
-def _record_benchmark(item, record) -> None:
+BENCHMARK_UNDER_XDIST = (
+    "its evidence is a pytest-benchmark measurement, and pytest-benchmark switches itself off "
+    "under pytest-xdist, so nothing was measured: run this claim without -n (for example "
+    "`-p no:xdist`, or `-n 0`)")
+
+
+def _record_benchmark(item, record) -> str | None:
+    """pytest-benchmark's statistics as evidence; a sentence when the benchmark did not measure."""
     bench = getattr(item, "funcargs", {}).get("benchmark")
+    if bench is None:
+        return None
     meta = getattr(bench, "stats", None)
     stats = getattr(meta, "stats", None)
     if stats is None or not getattr(stats, "rounds", 0):
-        return  # benchmarks disabled (e.g. under xdist): nothing was measured
+        bs = getattr(item.config, "_benchmarksession", None)
+        if getattr(bs, "xdist_warning", False) or os.environ.get("PYTEST_XDIST_WORKER"):
+            return BENCHMARK_UNDER_XDIST
+        return ("its evidence is a pytest-benchmark measurement and the benchmark did not run "
+                "(--benchmark-disable or --benchmark-skip?)")
     fields = ["min", "max", "mean", "stddev", "median", "iqr", "rounds", "iterations"]
     rows = [["statistic", "value"]] + [[f, getattr(stats, f, None)] for f in fields]
-    record.evidence.table(f"pytest-benchmark statistics, group {meta.group or meta.name} (seconds)", rows)
+    record.evidence.table(f"pytest-benchmark statistics, group {meta.group or meta.name} (seconds)", rows,
+                          tolerances={"value": 1.0})
+    return None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    result = yield  # a failing assertion propagates from here as usual
     record = item.stash.get(_RECORD_KEY, None)
+    if record is not None:
+        record.assertions = 0
+    result = yield  # a failing assertion propagates from here as usual
     if record is not None:
         # pytest keeps its TempPathFactory here; evidence is located relative to its basetemp
         _session(item.config).basetemp = item.config._tmp_path_factory.getbasetemp()
         try:
-            _record_benchmark(item, record)
-            problems = _session(item.config).judge(record)
+            problems = [f"claim {item.nodeid} fails: {p}" for p in filter(None, [_record_benchmark(item, record)])]
+            if record.assertions == 0 and _rewritten_without_pass_hook(item):
+                problems.append(f"claim {item.nodeid} cannot be judged: its module was loaded from a .pyc "
+                                "that pytest's assertion rewriting wrote without the assertion-pass hook "
+                                "(a run without pytest-dumpref?); delete that folder's __pycache__ and run again")
+            problems = problems or _session(item.config).judge(record)
         except ClaimError as e:
             problems = [f"claim {item.nodeid} fails: {e}"]
         if problems:
             pytest.fail("\n".join(problems), pytrace=False)
     return result
+
+
+def _rewritten_without_pass_hook(item) -> bool:
+    code = getattr(getattr(item, "obj", None), "__code__", None)
+    names = set(code.co_names) if code else set()
+    return "_format_explanation" in names and "_check_if_assertion_pass_impl" not in names
+
+
+def pytest_assertion_pass(item, lineno, orig, expl):
+    """Counts the passing assert statements of a claim's test (its call phase only: a
+    fixture's assertions set the stage, they do not decide the claim)."""
+    record = item.stash.get(_RECORD_KEY, None)
+    if record is not None and record.assertions is not None:
+        record.assertions += 1
 
 
 @pytest.hookimpl(wrapper=True)
@@ -130,6 +201,8 @@ def pytest_runtest_makereport(item, call):
             reason = call.excinfo.exconly()
         data = _session(item.config).finalize(record, outcome, reason)
         report.user_properties.append((_PROPERTY, json.dumps(data, sort_keys=True)))
+    if record is not None and report.when == "call":
+        record.assertions = None  # teardown's assertions are not the claim's
     return report
 
 
@@ -153,6 +226,11 @@ class _RunHooks:
 
     def __init__(self, config):
         self.config = config
+        self.collection_errors = 0
+
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.collection_errors += 1
 
     def pytest_runtest_logreport(self, report):
         for name, value in getattr(report, "user_properties", ()):
@@ -163,21 +241,56 @@ class _RunHooks:
         if hasattr(self.config, "workerinput"):
             return  # an xdist worker: the controller writes
         opt = self.config.getoption
-        narrowed = bool(opt("keyword") or opt("markexpr") or opt("lf", False) or opt("deselect", None))
+        # A run that stopped early (-x, --maxfail) or was narrowed may have left claims out.
+        narrowed = bool(opt("keyword") or opt("markexpr") or opt("lf", False) or opt("deselect", None)
+                        or opt("stepwise", False) or session.shouldfail or session.shouldstop
+                        or self.collection_errors)
+        # Ctrl-C, a usage or collection error, an internal error: the run did not complete
+        completed = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
         dsession = _session(self.config)
-        dsession.finish(narrowed, _rootdir_relative_args(self.config))
-        if dsession.problems and session.exitstatus == 0:
+        dsession.finish(completed, narrowed, _rootdir_relative_args(self.config))
+        if (dsession.problems or (dsession.check_result and dsession.check_result.differences)) \
+                and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         for line in _session(config).summary_lines(verbose=config.getoption("verbose") > 0):
-            terminalreporter.write_line(line, red=line.startswith("dumpref check FAILED"))
+            terminalreporter.write_line(line, red=line.startswith(("dumpref check FAILED", "dumpref FAILED")))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config, machine_info):
     from .provenance import benchmark_machine_info
     machine_info.update(benchmark_machine_info())
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """--benchmark-compare with no saved run: one line saying so, instead of pytest-benchmark's
+    warning (which repeats itself in the warnings summary)."""
+    bs = getattr(session.config, "_benchmarksession", None)
+    if bs is None or not getattr(bs, "compare", None) or hasattr(session.config, "workerinput"):
+        return
+    try:
+        found = list(bs.storage.load() if bs.compare is True else bs.storage.load(bs.compare))
+    except Exception:  # noqa: BLE001 - pytest-benchmark reports a broken storage itself
+        return
+    if not found:
+        where = getattr(bs.storage, "location", bs.storage)
+        session.config.stash[_NO_SAVED_RUN] = (
+            f"dumpref: no saved pytest-benchmark run in {where} to compare with; this run's timings "
+            "are shown alone (save one with --benchmark-autosave)")
+        bs.compare = False
+
+
+_NO_SAVED_RUN = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    line = config.stash.get(_NO_SAVED_RUN, None)
+    if line:
+        terminalreporter.write_line(line)
 
 
 # ---- xla room fixtures (domain: pytest_dumpref.xla.dump.DumpSession) -------------------

@@ -5,32 +5,36 @@ syrupy uses), so the rules live here, testable and free of pytest.
 """
 from __future__ import annotations
 
-import re
+import os
 import shutil
 from pathlib import Path
 
 from . import check, writeup
-from .claims import STUDIES, ClaimRecord, Provenance
-from .config import DumprefConfig
+from .claims import ClaimRecord, Provenance
+from .config import DEFAULT_SECTION, DumprefConfig
 from .provenance import environment, observed_chip
 
 PROVENANCE_KEYS = {"dtype", "shapes", "method", "chip"}
+CLAIM_SIGNATURE = "claim(text, *, title=None, section=None)"
 
 
 class MarkerError(ValueError):
     """A claim or provenance marker with arguments the contract does not allow."""
 
 
-def parse_claim_marker(nodeid: str, args: tuple, kwargs: dict) -> tuple[str, str | None]:
+def parse_claim_marker(nodeid: str, args: tuple, kwargs: dict) -> tuple[str, str | None, str | None]:
+    """(sentence, section, title) of a claim marker."""
     if len(args) != 1 or not isinstance(args[0], str) or not args[0].strip():
-        raise MarkerError(f"{nodeid}: @pytest.mark.claim takes exactly one sentence: claim(text, *, section=None)")
-    extra = set(kwargs) - {"section"}
+        raise MarkerError(f"{nodeid}: @pytest.mark.claim takes exactly one sentence: {CLAIM_SIGNATURE}")
+    extra = set(kwargs) - {"section", "title"}
     if extra:
-        raise MarkerError(f"{nodeid}: @pytest.mark.claim got unknown arguments {sorted(extra)}; it takes claim(text, *, section=None)")
-    section = kwargs.get("section")
-    if section is not None and (not isinstance(section, str) or not section):
-        raise MarkerError(f"{nodeid}: @pytest.mark.claim section must be a name, got {section!r}")
-    return args[0].strip(), section
+        raise MarkerError(f"{nodeid}: @pytest.mark.claim got unknown arguments {sorted(extra)}; it takes {CLAIM_SIGNATURE}")
+    for key in ("section", "title"):
+        value = kwargs.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip() or "\n" in value.strip()):
+            raise MarkerError(f"{nodeid}: @pytest.mark.claim {key} must be a one-line string, got {value!r}")
+    title = kwargs.get("title")
+    return args[0].strip(), kwargs.get("section"), title.strip() if title else None
 
 
 def parse_provenance_marker(nodeid: str, args: tuple, kwargs: dict) -> Provenance:
@@ -53,15 +57,39 @@ def parse_provenance_marker(nodeid: str, args: tuple, kwargs: dict) -> Provenanc
     return Provenance(dtype=dtype, shapes=shapes, method=kwargs.get("method"), chip=kwargs.get("chip"))
 
 
+def _relative(path: Path, rootdir: Path) -> str:
+    """A path as the write-up prints it: relative to the rootdir, where its commands run."""
+    try:
+        return path.resolve().relative_to(rootdir.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
 class DumprefSession:
     def __init__(self, config: DumprefConfig, rootdir: Path, report: Path | None = None,
                  check_against: Path | None = None):
         self.config = config
         self.rootdir = Path(rootdir)
         self.report = Path(report) if report else None
-        if self.report is not None and self.report.is_dir():
-            raise writeup.WriteupError(f"--dumpref-report={report}: is a folder; name the Markdown "
-                                       f"file to write, e.g. {self.report / 'writeup.md'}")
+        self.existing: dict | None = None       # the write-up --dumpref-report would replace
+        self.existing_error: str | None = None  # why it cannot be updated in place
+        if self.report is not None:
+            if self.report.is_dir():
+                raise writeup.WriteupError(f"--dumpref-report={report}: is a folder; name the Markdown "
+                                           f"file to write, e.g. {self.report / 'writeup.md'}")
+            if self.report.exists():
+                try:
+                    self.existing = writeup.read(self.report)
+                except writeup.WriteupError as e:
+                    try:
+                        text = self.report.read_text(encoding="utf-8")
+                    except (OSError, UnicodeDecodeError):
+                        text = ""
+                    if writeup.DATA_BEGIN not in text:  # somebody's own file: never overwritten
+                        raise writeup.WriteupError(
+                            f"--dumpref-report={report}: the file exists and is not a write-up made by "
+                            "--dumpref-report; it is left alone: name another file, or delete it first") from None
+                    self.existing_error = str(e)
         self.check_path = Path(check_against) if check_against else None
         # Read the write-up up front: a missing or malformed one is a usage error before any test runs.
         self.written = writeup.read(self.check_path) if self.check_path else None
@@ -69,17 +97,32 @@ class DumprefSession:
         self.basetemp: Path | None = None  # set by the plugin: pytest's --basetemp of this process
         self._environment: dict | None = None
         self.problems: list[str] = []
+        self.notes: list[str] = []
+        self.check_result: check.Result | None = None
+        self.machine: list[str] = []
 
     # -- per test ---------------------------------------------------------------------
-    def new_record(self, nodeid: str, claim: tuple[str, str | None], provenance: Provenance | None,
-                   marker_names: set[str]) -> ClaimRecord:
-        text, section = claim
-        studies = [s for s in STUDIES if s in marker_names]
-        section = section or (studies[0] if studies else writeup.GENERAL_SECTION)
-        if self.config.sections and section not in self.config.sections:
-            raise MarkerError(f"{nodeid}: section {section!r} is not one of the sections configured in "
-                              f"{self.config.source}: {self.config.sections}")
-        return ClaimRecord(nodeid=nodeid, text=text, section=section, studies=studies, provenance=provenance)
+    def new_record(self, nodeid: str, claim: tuple, provenance: Provenance | None,
+                   marker_names: list[str]) -> ClaimRecord:
+        """``marker_names``: the test's markers, closest first (a study marker on the test beats
+        one on its module)."""
+        text, section, title = claim
+        studies = [m for m in marker_names if m in self.config.study_markers]
+        section = section or (studies[0] if studies else None)
+        if section is None:
+            if self.config.sections:
+                raise MarkerError(
+                    f"{nodeid}: the claim names no section; give it one of the sections configured in "
+                    f"{self.config.source} ({', '.join(self.config.sections)}), as a marker "
+                    f"(@pytest.mark.{self.config.sections[0]}) or as claim(..., section=...)")
+            section = DEFAULT_SECTION
+        allowed = self.config.sections or [DEFAULT_SECTION]
+        if section not in allowed:
+            where = f"configured in {self.config.source}" if self.config.sections else \
+                "allowed with no [tool.dumpref] sections (configure sections = [...] to add more)"
+            raise MarkerError(f"{nodeid}: section {section!r} is not one of the sections {where}: {allowed}")
+        return ClaimRecord(nodeid=nodeid, text=text, section=section, provenance=provenance,
+                           title=title or writeup.default_title(nodeid))
 
     def judge(self, record: ClaimRecord) -> list[str]:
         """Why a claim whose assertions passed may still not stand (empty: it stands)."""
@@ -88,12 +131,7 @@ class DumprefSession:
         backends = record.evidence.observed.get("backends") or [None]
         chip = record.evidence.observed.get("chip") or observed_chip(backends[0])
         record.evidence.observed["chip"] = chip
-        problems = record.violations(chip)
-        if not problems and self.written is not None:
-            problems = check.compare_claim(record.nodeid, self.written["claims"].get(record.nodeid),
-                                           self.finalize(record, "passed"))
-            return [f"does not reproduce the write-up {self.check_path}: {p}" for p in problems]
-        return [f"claim {record.nodeid} fails: {p}" for p in problems]
+        return [f"claim {record.nodeid} fails: {p}" for p in record.violations(chip)]
 
     def finalize(self, record: ClaimRecord, outcome: str, reason: str = "") -> dict:
         """The record as it travels (xdist) and is written: JSON, tolerances resolved,
@@ -138,54 +176,136 @@ class DumprefSession:
             self._environment = environment(self.rootdir, self._ignored_paths())
         return self._environment
 
-    def _report_name(self) -> str:
-        rel = self._ignored_paths()
-        return rel[0] if rel else self.report.name
+    def _name(self, path: Path) -> str:
+        return _relative(path, self.rootdir)
 
     def _ignored_paths(self) -> tuple[str, ...]:
-        if not self.report:
-            return ()
-        try:
-            rel = self.report.resolve().relative_to(self.rootdir.resolve())
-        except ValueError:
-            return ()
-        return (str(rel), str(rel.with_suffix("")) + ".assets")
+        out = []
+        for path in (self.report, self.check_path):
+            if path is None:
+                continue
+            try:
+                rel = path.resolve().relative_to(self.rootdir.resolve())
+            except ValueError:
+                continue
+            out += [str(rel), str(rel.with_name(writeup.assets_dir_name(rel.name)))]
+        return tuple(out)
 
-    def finish(self, selection_narrowed: bool, args: list[str] | None = None) -> None:
-        """``args``: what the run was asked to run, rootdir-relative ("claims/", "f.py::test")."""
-        if self.written is not None and not selection_narrowed:
-            outcomes = {k: v["outcome"] for k, v in self.records.items()}
-            covers = check.covered_by(args) if args else (lambda nodeid: True)
-            self.problems += check.missing_claims(self.written["claims"], outcomes, covers)
+    def merged(self, old: dict | None, narrowed: bool, covers) -> tuple[list[dict], list[str]]:
+        """This run's records, and the old write-up's records of claims this run did not run
+        but was not asked to drop (a narrowed run, or claims outside its paths).  Returns the
+        records and the node ids carried over."""
+        records = dict(self.records)
+        kept = []
+        for nodeid, rec in (old or {}).get("claims", {}).items():
+            if nodeid in records or (not narrowed and covers(nodeid)):
+                continue
+            records[nodeid] = rec
+            kept.append(nodeid)
+        return list(records.values()), sorted(kept)
+
+    def finish(self, completed: bool, selection_narrowed: bool, args: list[str] | None = None) -> None:
+        """``completed``: the run ran to its end (no usage or collection error, no crash, no
+        Ctrl-C).  ``selection_narrowed``: -k, -m, --lf, --deselect, -x: claims that did not run
+        may still exist.  ``args``: what the run was asked to run, rootdir-relative."""
+        covers = check.covered_by(args) if args else (lambda nodeid: True)
+        if self.written is not None and completed:
+            self._check(selection_narrowed, covers)
         if self.report is not None:
-            self.write_report()
+            if not completed:
+                self.notes.append(f"dumpref: did not write {self.report}: the run did not complete; "
+                                  "the existing write-up and its figures are unchanged")
+            else:
+                self.write_report(selection_narrowed, covers)
 
-    def write_report(self) -> None:
-        self.report.parent.mkdir(parents=True, exist_ok=True)
-        assets_dir = self.report.with_name(self.report.stem + ".assets")
-        if assets_dir.exists():
-            shutil.rmtree(assets_dir)
-        assets = {}
-        for rec in self.records.values():
-            for item in rec["evidence"]:
-                if item["kind"] != "figure" or rec["outcome"] != "passed":
+    def _check(self, narrowed: bool, covers) -> None:
+        written = self.written
+        name = self._name(self.check_path)
+        outcomes = {k: v["outcome"] for k, v in self.records.items()}
+        if not narrowed:
+            self.problems += check.missing_claims(written["claims"], outcomes, covers)
+        self.problems += [f"claim {n} ran but is not in the write-up (render it with --dumpref-report)"
+                          for n, r in sorted(self.records.items())
+                          if n not in written["claims"] and r["outcome"] == "passed"]
+        env = self.environment()
+        self.machine = check.machine_differences(written["environment"], env)
+        records, _ = self.merged(written, narrowed, covers)
+        fresh = writeup.render_lines(records, env, self.config, name)
+        result = check.compare_lines(written["lines"], fresh)
+        seen = {d.line for d in result.differences}
+        # The data block rendered on its own must give the file exactly: an edit to either shows.
+        own = writeup.render_lines(list(written["claims"].values()), written["environment"], self.config, name)
+        own = [writeup.Line(ln.text, ln.claim, ln.where) for ln in own]
+        for d in check.compare_lines(written["lines"], own, source="its data block").differences:
+            if d.line not in seen:
+                seen.add(d.line)
+                result.differences.append(d)
+        for nodeid, rec in self.records.items():
+            w = written["claims"].get(nodeid)
+            if w is None:
+                continue
+            for what, problem in check.compare_values(nodeid, w, rec):
+                line = _line_of(written["lines"], nodeid, what)
+                if line not in seen:
+                    result.differences.append(check.Difference(line, nodeid, "claim", problem))
+        if written["trailer"].strip():
+            result.differences.append(check.Difference(len(written["lines"]) + 1, None, "data block",
+                                                       "the file has text after its data block"))
+        result.differences.sort(key=lambda d: d.line)
+        self.check_result = result
+
+    def write_report(self, narrowed: bool, covers) -> None:
+        """Render into a temporary folder beside the write-up, then move the write-up and its
+        figures into place: an interrupted write leaves the old ones."""
+        if narrowed and self.existing_error:
+            self.problems.append(f"did not update {self.report} in place: {self.existing_error}. "
+                                 "Run every claim to render it whole, or name another file")
+            return
+        name = self._name(self.report)
+        records, kept = self.merged(self.existing, narrowed, covers)
+        if kept:
+            self.notes.append(f"dumpref: {len(kept)} claims this run did not run are kept as the existing "
+                              f"write-up has them: {', '.join(kept)}")
+        parent = self.report.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        assets = parent / writeup.assets_dir_name(self.report.name)
+        tmp = parent / f".{self.report.name}.dumpref-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / "assets").mkdir(parents=True)
+        try:
+            n_figures = 0
+            for rec in records:
+                if rec["outcome"] != "passed":
                     continue
-                src = Path(item["path"])
-                name = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{rec['nodeid'].split('::')[-1]}-{item['title']}")[:120]
-                dest = assets_dir / (name + src.suffix)
-                assets_dir.mkdir(exist_ok=True)
-                shutil.copyfile(src, dest)
-                assets[item["sha256"] + item["title"]] = f"{assets_dir.name}/{dest.name}"
-        text = writeup.render(list(self.records.values()), self.environment(), self.config, assets,
-                              report_name=self._report_name())
-        self.report.write_text(text, encoding="utf-8")
+                for item in rec["evidence"]:
+                    if item["kind"] != "figure":
+                        continue
+                    dest = tmp / "assets" / writeup.asset_name(rec["nodeid"], item["title"], item.get("suffix", ""))
+                    src = Path(item["path"]) if item.get("path") else assets / dest.name
+                    if not src.is_file():
+                        self.problems.append(f"claim {rec['nodeid']}: figure {item['title']!r} is kept from the "
+                                             f"existing write-up but {src} is gone; run the claim again")
+                        continue
+                    shutil.copyfile(src, dest)
+                    n_figures += 1
+            text = writeup.render(records, self.environment(), self.config, name)
+            (tmp / "writeup").write_text(text, encoding="utf-8")
+            if assets.exists():
+                os.replace(assets, tmp / "old-assets")
+            if n_figures:
+                os.replace(tmp / "assets", assets)
+            os.replace(tmp / "writeup", self.report)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.written_records = records
 
     def number_lines(self) -> list[str]:
         """Each number of each claim that ran, beside the write-up's value (check mode)."""
         lines = []
         for rec in sorted(self.records.values(), key=writeup.claim_order):
             nodeid = rec["nodeid"]
-            written = self.written["claims"].get(nodeid, {}).get("numbers", {}) if self.written else {}
+            w = self.written["claims"].get(nodeid, {}) if self.written else {}
+            written = {i["name"]: i for i in w.get("evidence", []) if i["kind"] == "number"}
             lines.append(f"dumpref: {nodeid} ({rec['outcome']})")
             for item in rec["evidence"]:
                 if item["kind"] != "number":
@@ -196,21 +316,55 @@ class DumprefSession:
         return lines
 
     def summary_lines(self, verbose: bool = False) -> list[str]:
-        lines = self.number_lines() if self.written is not None and verbose else []
-        if self.report is not None:
+        lines = []
+        if self.written is not None and self.machine:
+            lines.append(f"dumpref: this run's machine is not the write-up's ({self.check_path}); "
+                         "compared regardless, side by side:")
+            lines += [f"  {m}" for m in self.machine]
+        if self.written is not None and verbose:
+            lines += self.number_lines()
+        if self.report is not None and not any(n.startswith("dumpref: did not write") for n in self.notes) \
+                and not any(p.startswith("did not update") for p in self.problems):
             n_ok = sum(r["outcome"] == "passed" for r in self.records.values())
             lines.append(f"dumpref: wrote {self.report} ({n_ok} claims established, "
-                         f"{len(self.records) - n_ok} not established)")
+                         f"{len(self.records) - n_ok} not established in this run)")
+        lines += self.notes
+        if self.written is not None and self.check_result is not None:
+            accepted = sorted({what for what, _, _ in self.check_result.accepted})
+            if accepted:
+                lines.append("dumpref: differences accepted as declared (measured values within their "
+                             "tolerance, the machine, " + ", ".join(writeup.RUN_TO_RUN) + "): "
+                             + ", ".join(accepted[:12]) + (" …" if len(accepted) > 12 else ""))
+        problems = list(self.problems)
         if self.written is not None:
-            problems = self.problems + [
+            problems += [
                 f"claim {nodeid} {r['outcome']}: {r['reason'].splitlines()[0] if r['reason'] else ''}"
                 for nodeid, r in sorted(self.records.items())
                 if r["outcome"] in ("failed", "error")
-                and (self.written["claims"].get(nodeid, {}).get("outcome") == "passed"
-                     or "does not reproduce the write-up" in r["reason"])]
-            if problems:
-                lines += [f"dumpref check FAILED against {self.check_path}:"] + [f"  {p}" for p in problems]
-            else:
-                lines.append(f"dumpref: every claim that ran reproduces {self.check_path} "
-                             f"({len(self.records)} claims)")
+                and self.written["claims"].get(nodeid, {}).get("outcome") == "passed"]
+            diffs = self.check_result.differences if self.check_result else []
+            problems += [str(d) for d in diffs[:check.MAX_REPORTED]]
+            if len(diffs) > check.MAX_REPORTED:
+                problems.append(f"… and {len(diffs) - check.MAX_REPORTED} more lines that do not reproduce")
+        if problems:
+            head = f"dumpref check FAILED against {self.check_path}:" if self.written is not None \
+                else "dumpref FAILED:"
+            lines += [head] + [f"  {p}" for p in problems]
+        elif self.written is not None and self.check_result is not None:
+            lines.append(f"dumpref: every line of {self.check_path} reproduces "
+                         f"({len(self.records)} claims ran)")
         return lines
+
+
+def _line_of(lines: list[str], nodeid: str, what: str) -> int:
+    """The 1-based line of a claim's number or file in the committed file (its anchor if not found)."""
+    start = next((i for i, ln in enumerate(lines) if ln == f'<a id="{writeup.anchor(nodeid)}"></a>'), 0)
+    kind, _, name = what.partition(" ")
+    title = name.strip("'\"")
+    for i in range(start, len(lines)):
+        ln = lines[i]
+        if kind == "number" and ln.startswith(f"| {writeup._md_cell(title)} |"):
+            return i + 1
+        if kind == "file" and f"**{title}**" in ln and "sha256" in ln:
+            return i + 1
+    return start + 1

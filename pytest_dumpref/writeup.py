@@ -1,26 +1,112 @@
 """Claim records -> a GitHub-flavoured Markdown write-up, and back.
 
-The Markdown is for people; the data block at its end (an HTML comment holding JSON) is
-for ``--dumpref-check``: every number, tolerance and hash of every claim, so the write-up
-alone is enough to re-prove it.  Output is deterministic: records are sorted by node id,
-JSON keys sorted, and nothing time-dependent is written except measured numbers.
+The Markdown is for people; the data block at its end (an HTML comment holding JSON, one
+line per claim) holds every claim record whole, so that ``--dumpref-check`` can render the
+file again from it and from a fresh run, and so that a run of some claims can update them in
+place.  Rendering gives :class:`Line` objects: the text of a line and, for the parts of it
+that may legitimately differ between runs, :class:`Slot` spans saying how they may differ
+(a measured value within its tolerance, a field of the machine, a field declared in
+:data:`RUN_TO_RUN`).  Everything else on a line must come out identical.  Output is
+deterministic: records in file order, JSON keys sorted, nothing time-dependent.
 """
 from __future__ import annotations
 
+import html
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .config import DumprefConfig
+from .config import DEFAULT_SECTION, DumprefConfig
 
 DATA_BEGIN = "<!-- dumpref-data"
 DATA_END = "-->"
-FORMAT_VERSION = 1
-GENERAL_SECTION = "general"
+FORMAT_VERSION = 2
+GENERAL_SECTION = DEFAULT_SECTION
+EVIDENCE_DIR = "dumpref-evidence"
+
+# Long evidence folds into <details>: tables and numbers tables with more rows than this,
+# excerpts with more lines than EXCERPT_FOLD.  Figures, notes and short evidence stay in view.
+TABLE_FOLD = 8
+EXCERPT_FOLD = 25
+
+# The one place that says which fields of a write-up legitimately differ between two runs of
+# the same claims, and why.  --dumpref-check accepts any value there and says so; measured
+# values are declared where they are recorded (a number's or a table column's tolerance).
+RUN_TO_RUN = {
+    "commit": "the commit the run was made at",
+    "dirty": "whether the work tree had uncommitted changes",
+    "failure message": "a claim that is not established is listed with the message it failed with, "
+                       "which may quote measured values",
+    "figure image": "a figure's pixels depend on the matplotlib that drew them; the data it plots "
+                    "is compared",
+}
+# Fields of the machine a run is made on.  A stranger re-proves on their own machine: a
+# difference is reported side by side, before any number, and is not a failure.
+MACHINE = ("chip", "platform", "os", "cpu_count", "python", "jax", "jaxlib")
 
 
 class WriteupError(ValueError):
     """A write-up that cannot be read back (missing, no data block, bad JSON)."""
+
+
+# -- lines with slots ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Slot:
+    """A span of a line whose text may differ between runs, and how."""
+    start: int
+    end: int
+    rule: str                      # "measured" | "machine" | "varies"
+    value: Any = None              # measured: the number rendered in the span
+    rel: float | None = None       # measured: relative tolerance
+    abs: float | None = None       # measured: absolute tolerance
+    what: str = ""                 # for messages: "number 'time'", "chip", "commit"
+
+
+@dataclass
+class Line:
+    text: str
+    claim: str | None = None       # node id of the claim the line belongs to
+    where: str = ""                # the part of the file: "environment", "contents", "section 'x'"
+    slots: tuple = ()
+
+
+@dataclass(frozen=True)
+class Var:
+    """A piece of a line that may vary: see Slot."""
+    text: str
+    rule: str
+    value: Any = None
+    rel: float | None = None
+    abs: float | None = None
+    what: str = ""
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.lines: list[Line] = []
+        self.claim: str | None = None
+        self.where = ""
+
+    def add(self, *pieces) -> None:
+        text, slots = "", []
+        for p in pieces:
+            if isinstance(p, Var):
+                slots.append(Slot(len(text), len(text) + len(p.text), p.rule, p.value, p.rel, p.abs, p.what))
+                text += p.text
+            else:
+                text += str(p)
+        assert "\n" not in text, text
+        self.lines.append(Line(text, self.claim, self.where, tuple(slots)))
+
+    def text(self, block: str) -> None:
+        for ln in block.split("\n"):
+            self.add(ln)
+
+    def blank(self) -> None:
+        self.add("")
 
 
 # -- numbers -------------------------------------------------------------------------------
@@ -45,8 +131,6 @@ def _binary(n: float) -> str:
     return f"{n:.2f} PiB"
 
 
-# -- rendering -----------------------------------------------------------------------------
-
 def _md_cell(v) -> str:
     if v is None:
         return ""
@@ -57,27 +141,28 @@ def _md_cell(v) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(header: list, rows: list[list]) -> list[str]:
-    if not header:
-        return ["(empty table)"]
-    out = ["| " + " | ".join(_md_cell(h) for h in header) + " |",
-           "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
-    return out
+def _tolerance_var(text: str, value, tol: dict | None, what: str):
+    """A cell or value: measured (a Var) when it carries a tolerance and is a number."""
+    if tol and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Var(text, "measured", value, tol.get("rel"), tol.get("abs"), what)
+    return text
 
 
-def _fence(text: str, lang: str | None) -> list[str]:
-    ticks = "```"
-    while ticks in text:
-        ticks += "`"
-    return [f"{ticks}{lang or ''}", text.rstrip("\n"), ticks]
-
+# -- names and commands --------------------------------------------------------------------
 
 def anchor(nodeid: str) -> str:
+    """A claim's anchor: from its node id, so links survive a change of title."""
     return "claim-" + re.sub(r"[^a-z0-9]+", "-", nodeid.lower()).strip("-")
 
 
-EVIDENCE_DIR = "dumpref-evidence"
+def github_slug(text: str, seen: dict[str, int]) -> str:
+    """The id GitHub gives a heading: lower case, punctuation dropped, spaces to hyphens, a
+    repeated slug suffixed -1, -2, ... in document order."""
+    plain = re.sub(r"[`*_]{1,2}(?=\S)|(?<=\S)[`*_]{1,2}", "", text)  # Markdown emphasis/code marks
+    slug = re.sub(r"[^\w\- ]", "", plain.lower()).replace(" ", "-")
+    n = seen.get(slug, 0)
+    seen[slug] = n + 1
+    return slug if n == 0 else f"{slug}-{n}"
 
 
 def evidence_dir(nodeid: str) -> str:
@@ -93,134 +178,382 @@ def reproduce_command(nodeid: str, report_name: str = "writeup.md") -> str:
             f"--basetemp={evidence_dir(nodeid)} -v")
 
 
+def claim_paths(records: list[dict], config: DumprefConfig) -> list[str]:
+    """What a command re-running every claim names: [tool.dumpref] claims, or the claims' files."""
+    if config.claims:
+        return list(config.claims)
+    return sorted({r["nodeid"].split("::", 1)[0] for r in records})
+
+
+def reprove_command(records: list[dict], config: DumprefConfig, report_name: str, option: str) -> str:
+    paths = " ".join(_shell_word(p) for p in claim_paths(records, config)) or "."
+    return f"python -m pytest {paths} --{option}={report_name}"
+
+
+def _shell_word(s: str) -> str:
+    return s if re.fullmatch(r"[A-Za-z0-9_./:=+-]+", s) else "'" + s.replace("'", "'\\''") + "'"
+
+
+def asset_name(nodeid: str, title: str, suffix: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{nodeid.split('::')[-1]}-{title}")[:120]
+    return name + (suffix or "")
+
+
+def assets_dir_name(report_name: str) -> str:
+    return Path(report_name).stem + ".assets"
+
+
+def default_title(nodeid: str) -> str:
+    """A claim's heading when its marker gives no title=: its test's name, read as words."""
+    name = nodeid.rsplit("::", 1)[-1]
+    name, _, param = name.partition("[")
+    words = re.sub(r"^test_?", "", name)
+    words = re.sub(r"^\d+[a-z]?_", "", words).replace("_", " ").strip() or name
+    words = words[0].upper() + words[1:]
+    return words + (f" [{param}" if param else "")
+
+
+def claim_order(record: dict) -> tuple:
+    """Claims appear in the order they are written in their files; files in path order.  A run
+    of one file orders its claims the same way a run of all does, so updating some claims in
+    place keeps the order; the node id breaks ties (xdist workers never decide the order)."""
+    return record["nodeid"].split("::", 1)[0], record.get("order", 0), record["nodeid"]
+
+
+# -- provenance ----------------------------------------------------------------------------
+
 def _shapes_text(shapes) -> str:
     if isinstance(shapes, dict):
         return ", ".join(f"{k}: {tuple(v) if isinstance(v, list) else v}" for k, v in shapes.items())
     return str(shapes)
 
 
-def _provenance_rows(rec: dict) -> list[list]:
+def _provenance_rows(rec: dict) -> list[tuple[str, Any]]:
+    """(name, text or Var): what a claim's evidence was measured on."""
     prov = rec.get("provenance") or {}
     obs = rec.get("observed") or {}
     env = rec.get("environment") or {}
-    rows = [["chip", obs.get("chip") or env.get("chip")],
-            ["backend", ", ".join(obs.get("backends", [])) or env.get("platform")],
-            ["dtype", prov.get("dtype")],
-            ["shapes", _shapes_text(prov.get("shapes"))],
-            ["method", prov.get("method")],
-            ["jax / jaxlib", f"{env.get('jax')} / {env.get('jaxlib')}"]]
+    chip = obs.get("chip") or env.get("chip")
+    rows = [("chip", Var(_md_cell(chip), "machine", what="chip")),
+            ("backend", _md_cell(", ".join(obs.get("backends", [])) or env.get("platform"))),
+            ("dtype", _md_cell(prov.get("dtype"))),
+            ("shapes", _md_cell(_shapes_text(prov.get("shapes")))),
+            ("method", _md_cell(prov.get("method"))),
+            ("jax / jaxlib", Var(_md_cell(f"{env.get('jax')} / {env.get('jaxlib')}"), "machine",
+                                 what="jax / jaxlib"))]
     opts = obs.get("options")
     if opts:
-        rows.append(["compiler options", ", ".join(f"{k}={v}" for k, v in sorted(opts.items()))])
+        rows.append(("compiler options", _md_cell(", ".join(f"{k}={v}" for k, v in sorted(opts.items())))))
     if env.get("XLA_FLAGS"):
-        rows.append(["XLA_FLAGS", env["XLA_FLAGS"]])
+        rows.append(("XLA_FLAGS", _md_cell(env["XLA_FLAGS"])))
     for k in sorted(set(obs) - {"backends", "params", "options", "chip"}):
-        rows.append([k, obs[k]])
+        rows.append((k, _md_cell(obs[k])))
     return rows
 
 
-def _evidence_lines(rec: dict, assets: dict[str, str]) -> list[str]:
-    here = evidence_dir(rec["nodeid"])
-    out: list[str] = []
-    numbers = [i for i in rec["evidence"] if i["kind"] == "number"]
-    if numbers:
-        out += ["", "| number | value | tolerance |", "|---|---|---|"]
+def _row_key(row) -> tuple:
+    name, value = row
+    return name, value.text if isinstance(value, Var) else value
+
+
+# -- evidence ------------------------------------------------------------------------------
+
+def _fence(text: str, lang: str | None) -> list[str]:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return [f"{ticks}{lang or ''}", *text.rstrip("\n").split("\n"), ticks]
+
+
+def _summary(text: str) -> str:
+    return html.escape(text.replace("\n", " "), quote=False)
+
+
+def _folded(out: _Out, summary: str, body) -> None:
+    """<details> that GitHub renders: blank lines around the Markdown inside."""
+    out.add("<details><summary>", _summary(summary), "</summary>")
+    out.blank()
+    body()
+    out.blank()
+    out.add("</details>")
+
+
+def _table(out: _Out, header: list, rows: list[list], tolerances: dict, title: str) -> None:
+    if not header:
+        out.add("(empty table)")
+        return
+    out.add("| " + " | ".join(_md_cell(h) for h in header) + " |")
+    out.add("|" + "|".join("---" for _ in header) + "|")
+    tols = [tolerances.get(h) for h in header]
+    for r in rows:
+        pieces = ["| "]
+        for i, c in enumerate(r):
+            if i:
+                pieces.append(" | ")
+            pieces.append(_tolerance_var(_md_cell(c), c, tols[i], f"table {title!r}, column {header[i]!r}"))
+        pieces.append(" |")
+        out.add(*pieces)
+
+
+def _tolerance_text(tol: dict) -> str:
+    if "abs" in tol:
+        return f"±{tol['abs']:g}"
+    return f"±{tol['rel']:.0%}"
+
+
+def _titled_table(out: _Out, title: str, header, rows, tolerances) -> None:
+    note = ""
+    if tolerances:
+        note = " (measured: " + ", ".join(f"{c} {_tolerance_text(t)}" for c, t in tolerances.items()) + ")"
+    if len(rows) > TABLE_FOLD:
+        _folded(out, f"{title}{note} ({len(rows)} rows)",
+                lambda: _table(out, header, rows, tolerances, title))
+    else:
+        out.add(f"**{title}**{note}")
+        out.blank()
+        _table(out, header, rows, tolerances, title)
+
+
+def _numbers(out: _Out, numbers: list[dict]) -> None:
+    def body():
+        out.add("| number | value | tolerance |")
+        out.add("|---|---|---|")
         for n in numbers:
-            tol = "exact" if n.get("effective_tolerance") is None else f"±{n['effective_tolerance']:.0%}"
-            out.append(f"| {_md_cell(n['name'])} | {format_number(n['value'], n.get('unit'))} | {tol} |")
-    for item in rec["evidence"]:
+            tol = n.get("effective_tolerance")
+            value = format_number(n["value"], n.get("unit"))
+            value = _tolerance_var(value, n["value"], {"rel": tol} if tol is not None else None,
+                                   f"number {n['name']!r}")
+            out.add(f"| {_md_cell(n['name'])} | ", value, " | ",
+                    "exact" if tol is None else f"±{tol:.0%}", " |")
+    if len(numbers) > TABLE_FOLD:
+        _folded(out, f"all {len(numbers)} numbers of this claim", body)
+    else:
+        body()
+
+
+def _evidence(out: _Out, rec: dict, report_name: str) -> None:
+    items = rec["evidence"]
+    numbers = [i for i in items if i["kind"] == "number"]
+    if numbers:
+        out.blank()
+        _numbers(out, numbers)
+    for item in items:
         kind = item["kind"]
         if kind == "note":
-            out += ["", item["text"]]
+            out.blank()
+            out.text(item["text"])
         elif kind == "excerpt":
-            out += ["", f"**{item['title']}**", ""] + _fence(item["text"], item.get("lang"))
+            out.blank()
+            lines = _fence(item["text"], item.get("lang"))
+            if len(lines) - 2 > EXCERPT_FOLD:
+                _folded(out, f"{item['title']} ({len(lines) - 2} lines)", lambda: [out.add(ln) for ln in lines])
+            else:
+                out.add(f"**{item['title']}**")
+                out.blank()
+                for ln in lines:
+                    out.add(ln)
         elif kind == "table":
-            out += ["", f"**{item['title']}**", ""] + _md_table(item["header"], item["rows"])
+            out.blank()
+            _titled_table(out, item["title"], item["header"], item["rows"], item.get("tolerances") or {})
         elif kind == "figure":
-            rel = assets.get(item["sha256"] + item["title"], item.get("path", ""))
-            out += ["", f"![{item['title']}]({rel})", f"*{item['title']}*"]
-        elif kind == "file":
+            rel = f"{assets_dir_name(report_name)}/{asset_name(rec['nodeid'], item['title'], item.get('suffix', ''))}"
+            out.blank()
+            out.add(f"![{item['title']}]({rel})")
+            out.add(f"*{item['title']}*")
+            if item.get("header"):
+                out.blank()
+                _titled_table(out, f"data plotted in “{item['title']}”", item["header"], item["rows"],
+                              item.get("tolerances") or {})
+    files = [i for i in items if i["kind"] == "file"]
+    if files:
+        here = evidence_dir(rec["nodeid"])
+        out.blank()
+        out.add(f"Evidence kept by hash; the `Reproduce:` command below leaves it under `{here}/`:")
+        out.blank()
+        for item in files:
             what = "folder" if item.get("is_dir") else "file"
             where = f"`{here}/{item['where']}`" if item.get("where") else f"`{item.get('name', '')}`"
-            out += ["", f"- {what} **{item['title']}**: {where}, sha256 `{item['sha256'][:16]}…`"]
-    return out
+            out.add(f"- {what} **{item['title']}**: {where}, sha256 `{item['sha256'][:16]}…`")
 
 
-def claim_order(record: dict) -> tuple:
-    """Claims appear in the order they are written in their files (collection order); the
-    node id breaks ties so that the output never depends on which xdist worker ran what."""
-    return record.get("order", 0), record["nodeid"]
+# -- the document --------------------------------------------------------------------------
 
-
-def render(records: list[dict], environment: dict, config: DumprefConfig,
-           assets: dict[str, str] | None = None, report_name: str = "writeup.md") -> str:
-    """The whole write-up.  ``records`` are ClaimRecord.to_json() dicts."""
-    assets = assets or {}
+def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
+                 report_name: str = "writeup.md") -> list[Line]:
+    """The visible write-up, line by line (the data block is added by :func:`render`)."""
     records = sorted(records, key=claim_order)
     passed = [r for r in records if r["outcome"] == "passed"]
     not_established = [r for r in records if r["outcome"] != "passed"]
-
-    lines = [f"# {config.title}", ""]
-    if config.intro:
-        lines += [config.intro.strip(), ""]
-    lines += [f"{len(passed)} claims established, {len(not_established)} not established. "
-              "Every number below was computed by the test named under it, in the run that "
-              "wrote this file; `--dumpref-check` re-runs them and compares.", ""]
-    lines += ["## Environment", ""] + _md_table(
-        ["", ""], [[k, environment.get(k)] for k in
-                   ("chip", "platform", "jax", "jaxlib", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty")])
-    lines += ["", "Set up once: `pip install -e '.[test]'` in a clone of the repository. Re-prove "
-              f"this whole file: `python -m pytest claims/ --dumpref-check={report_name}` (every "
-              "number and hash below is compared). Under each claim, `Reproduce:` re-runs that "
-              "claim alone against this file: it passes only if every number of the claim "
-              "reproduces, prints each number beside the write-up's, and leaves the claim's "
-              f"evidence (dump folders) in a folder of its own under `{EVIDENCE_DIR}/`, at the "
-              "paths shown with its files. To see a claim rendered as below, add "
-              "`--dumpref-report=/tmp/claim.md` (a scratch file: re-rendering this file takes "
-              f"`python -m pytest claims/ --dumpref-report={report_name}`).", ""]
-
     order = list(config.sections) + sorted({r["section"] for r in passed} - set(config.sections))
-    for section in order:
-        in_section = [r for r in passed if r["section"] == section]
-        if not in_section:
-            continue
-        lines += [f"## {config.section_title(section)}", ""]
-        if config.section_intros.get(section):
-            lines += [config.section_intros[section].strip(), ""]
-        for rec in in_section:
-            lines += [f'<a id="{anchor(rec["nodeid"])}"></a>', f"### {rec['text']}", ""]
-            lines += _md_table(["provenance", ""], _provenance_rows(rec))
-            lines += _evidence_lines(rec, assets)
-            lines += ["", f"Reproduce: `{reproduce_command(rec['nodeid'], report_name)}`", ""]
+    sections = [(s, [r for r in passed if r["section"] == s]) for s in order]
+    sections = [(s, rs) for s, rs in sections if rs]
 
-    lines += ["## Not established", ""]
+    # Heading ids in document order (GitHub numbers repeated slugs in that order).
+    seen: dict[str, int] = {}
+    github_slug(config.title, seen)
+    github_slug("Contents", seen)
+    env_slug = github_slug("Environment", seen)
+    section_slugs = {}
+    for s, rs in sections:
+        section_slugs[s] = github_slug(config.section_title(s), seen)
+        for r in rs:
+            github_slug(r.get("title") or default_title(r["nodeid"]), seen)
+    missing_slug = github_slug("Not established", seen)
+
+    out = _Out()
+    out.where = "title"
+    out.add(f"# {config.title}")
+    out.blank()
+    if config.intro:
+        out.where = "introduction"
+        out.text(config.intro.strip())
+        out.blank()
+    out.where = "title"
+    out.add(f"{len(passed)} claims established, {len(not_established)} not established. Every "
+            "number below was computed by the test named under it, in the run that wrote this "
+            "file; `--dumpref-check` re-runs them and compares.")
+    out.blank()
+
+    out.where = "contents"
+    out.add("## Contents")
+    out.blank()
+    out.add(f"- [Environment](#{env_slug})")
+    for s, rs in sections:
+        out.add(f"- [{config.section_title(s)}](#{section_slugs[s]})")
+        for r in rs:
+            out.add(f"  - [{_link_text(r.get('title') or default_title(r['nodeid']))}](#{anchor(r['nodeid'])})")
+    out.add(f"- [Not established](#{missing_slug})")
+    out.blank()
+
+    _environment(out, records, environment, config, report_name)
+
+    for s, rs in sections:
+        out.where, out.claim = f"section {s!r}", None
+        out.add(f"## {config.section_title(s)}")
+        out.blank()
+        if config.section_intros.get(s):
+            out.text(config.section_intros[s].strip())
+            out.blank()
+        rows = {r["nodeid"]: _provenance_rows(r) for r in rs}
+        common = set.intersection(*(set(_row_key(x) for x in v) for v in rows.values()))
+        head = [x for x in rows[rs[0]["nodeid"]] if _row_key(x) in common]
+        if head:
+            _provenance_table(out, "provenance of every claim in this study", head)
+            out.blank()
+        for r in rs:
+            out.claim, out.where = r["nodeid"], "claim"
+            out.add(f'<a id="{anchor(r["nodeid"])}"></a>')
+            out.add(f"### {r.get('title') or default_title(r['nodeid'])}")
+            out.blank()
+            out.text(r["text"])
+            own = [x for x in rows[r["nodeid"]] if _row_key(x) not in common]
+            if own:
+                out.blank()
+                _provenance_table(out, "provenance of this claim (the rest as for the study)", own)
+            _evidence(out, r, report_name)
+            out.blank()
+            out.add(f"Reproduce: `{reproduce_command(r['nodeid'], report_name)}`")
+            out.blank()
+        out.claim = None
+
+    out.where = "not established"
+    out.add("## Not established")
+    out.blank()
     if not not_established:
-        lines += ["Every claim in the run passed.", ""]
-    for rec in not_established:
-        reason = (rec.get("reason") or "").strip().splitlines()
-        lines.append(f"- **{rec['outcome']}**: {rec['text']} (`{rec['nodeid']}`)"
-                     + (f": {reason[0][:300]}" if reason else ""))
-    lines += ["", DATA_BEGIN, _data_block(records, environment), DATA_END, ""]
+        out.add("Every claim in the run passed.")
+        out.blank()
+    for r in not_established:
+        out.claim = r["nodeid"]
+        reason = (r.get("reason") or "").strip().splitlines()
+        tail = [": ", Var(_md_cell(reason[0][:300]), "varies", what="failure message")] if reason else []
+        out.add(f"- **{r['outcome']}**: {_md_cell(r['text'])} (`{r['nodeid']}`)", *tail)
+    out.claim = None
+    if not_established:
+        out.blank()
+    return out.lines
+
+
+def _link_text(title: str) -> str:
+    return title.replace("[", "\\[").replace("]", "\\]")
+
+
+def _provenance_table(out: _Out, title: str, rows) -> None:
+    out.add(f"| {title} |  |")
+    out.add("|---|---|")
+    for name, value in rows:
+        out.add(f"| {name} | ", value, " |")
+
+
+def _environment(out: _Out, records, environment: dict, config: DumprefConfig, report_name: str) -> None:
+    out.where, out.claim = "environment", None
+    out.add("## Environment")
+    out.blank()
+    out.add("|  |  |")
+    out.add("|---|---|")
+    for k in ("chip", "platform", "jax", "jaxlib", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty"):
+        text = _md_cell(environment.get(k))
+        rule = "machine" if k in MACHINE else "varies" if k in RUN_TO_RUN else None
+        out.add(f"| {k} | ", Var(text, rule, what=k) if rule else text, " |")
+    out.blank()
+    setup = f"Set up once: `{config.setup}`. " if config.setup else ""
+    out.add(f"{setup}From the project's root folder, re-prove this whole file with "
+            f"`{reprove_command(records, config, report_name, 'dumpref-check')}`: it renders the "
+            "file afresh and compares it line by line, every number within the tolerance shown "
+            "beside it. Under each claim, `Reproduce:` re-runs that claim alone against this file, "
+            "prints each of its numbers beside the write-up's, and leaves the claim's evidence "
+            f"(dump folders) in a folder of its own under `{EVIDENCE_DIR}/`, at the paths shown "
+            "with its files. Re-render this file with "
+            f"`{reprove_command(records, config, report_name, 'dumpref-report')}`.")
+    out.blank()
+
+
+def render(records: list[dict], environment: dict, config: DumprefConfig,
+           report_name: str = "writeup.md") -> str:
+    """The whole write-up.  ``records`` are finalized ClaimRecord.to_json() dicts."""
+    lines = [ln.text for ln in render_lines(records, environment, config, report_name)]
+    lines += [DATA_BEGIN, _data_block(records, environment), DATA_END, ""]
     return "\n".join(lines)
 
 
 def _data_block(records: list[dict], environment: dict) -> str:
-    data = {"format": FORMAT_VERSION, "environment": environment,
-            "claims": {r["nodeid"]: {"text": r["text"], "section": r["section"], "outcome": r["outcome"],
-                                     "numbers": {i["name"]: {"value": i["value"], "unit": i.get("unit"),
-                                                             "tolerance": i.get("effective_tolerance")}
-                                                 for i in r["evidence"] if i["kind"] == "number"},
-                                     "files": {i["title"]: i["sha256"] for i in r["evidence"]
-                                               if i["kind"] == "file"}}
-                       for r in records}}
-    # "--" may not appear inside an HTML comment; JSON escapes keep the text readable back.
-    return json.dumps(data, indent=1, sort_keys=True).replace("--", "-\\u002d")
+    """JSON, one claim a line (a re-render's diff shows which claims changed)."""
+    def dump(x) -> str:
+        # "--" may not appear inside an HTML comment; JSON escapes keep the text readable back.
+        return json.dumps(x, sort_keys=True, ensure_ascii=False).replace("--", "-\\u002d")
+    claims = sorted(records, key=claim_order)
+    body = ",\n".join(f"{dump(r['nodeid'])}: {dump(stored(r, environment))}" for r in claims)
+    return (f'{{"format": {FORMAT_VERSION}, "environment": {dump(environment)},\n"claims": {{\n'
+            + body + ("\n" if body else "") + "}}")
+
+
+def stored(record: dict, environment: dict) -> dict:
+    """A record as the data block keeps it: no paths of this machine's temporary folders, and
+    its environment only where it is not the file's (a claim kept from an earlier run)."""
+    rec = dict(record)
+    if rec.get("environment") == environment:
+        del rec["environment"]
+    rec["evidence"] = [{k: v for k, v in i.items() if not (i["kind"] == "figure" and k == "path")}
+                       for i in record["evidence"]]
+    return rec
 
 
 # -- reading back --------------------------------------------------------------------------
 
+def split(text: str) -> tuple[list[str], str | None]:
+    """The visible lines of a write-up, and its data block's JSON text (None: no block, "":
+    a block that is not closed)."""
+    start = text.rfind("\n" + DATA_BEGIN) + 1 if not text.startswith(DATA_BEGIN) else 0
+    if start == 0 and not text.startswith(DATA_BEGIN):
+        return text.split("\n"), None
+    visible = text[:start - 1].split("\n") if start else []
+    end = text.find(DATA_END, start + len(DATA_BEGIN))
+    if end < 0:
+        return visible, ""
+    return visible, text[start + len(DATA_BEGIN):end]
+
+
 def read(path: Path) -> dict:
-    """The data block of a write-up: {"environment": ..., "claims": {nodeid: ...}}."""
+    """A write-up: {"environment", "claims": {nodeid: record}, "lines": visible lines, "trailer"}."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -228,42 +561,65 @@ def read(path: Path) -> dict:
         raise WriteupError(f"{path}: no such write-up (render one with --dumpref-report={path})") from None
     except (OSError, UnicodeDecodeError) as e:
         raise WriteupError(f"{path}: cannot read the write-up: {e}") from None
-    start = text.rfind(DATA_BEGIN)
-    if start < 0:
+    lines, block = split(text)
+    if block is None:
         raise WriteupError(f"{path}: no '{DATA_BEGIN}' block: not a write-up made by --dumpref-report")
-    end = text.find(DATA_END, start + len(DATA_BEGIN))
-    if end < 0:
+    if block == "":
         raise WriteupError(f"{path}: the data block is not closed (truncated write-up?)")
     try:
-        data = json.loads(text[start + len(DATA_BEGIN):end])
+        data = json.loads(block)
     except json.JSONDecodeError as e:
         raise WriteupError(f"{path}: the data block is not valid JSON ({e})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION or not isinstance(data.get("claims"), dict):
+    if isinstance(data, dict) and data.get("format") == 1:
+        raise WriteupError(f"{path}: a write-up of format 1 (an older pytest-dumpref), whose data block "
+                           "holds too little to check every line: render it again whole with "
+                           f"--dumpref-report={path}")
+    if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION or not isinstance(data.get("claims"), dict) \
+            or not isinstance(data.get("environment"), dict):
         raise WriteupError(f"{path}: the data block is not a dumpref write-up of format {FORMAT_VERSION}")
     for nodeid, claim in data["claims"].items():
+        if isinstance(claim, dict):
+            claim.setdefault("environment", data["environment"])
         _check_claim_entry(path, nodeid, claim)
+    data["lines"] = lines
+    data["trailer"] = text[text.rfind(DATA_END) + len(DATA_END):]
     return data
 
 
 def _check_claim_entry(path: Path, nodeid: str, claim) -> None:
-    """One claim of the data block has the shape --dumpref-check reads: an edited or damaged
-    entry is named here, not met as a KeyError in the middle of the check."""
+    """One claim of the data block has the shape the renderer reads: an edited or damaged entry
+    is named here, not met as a KeyError in the middle of the check."""
     def bad(what: str) -> WriteupError:
         return WriteupError(f"{path}: claim {nodeid!r} in the data block {what}")
     if not isinstance(claim, dict):
         raise bad("is not an object")
-    for key in ("text", "outcome"):
+    for key in ("nodeid", "text", "outcome", "section"):
         if not isinstance(claim.get(key), str):
             raise bad(f"has no {key!r} string")
-    numbers, files = claim.get("numbers", {}), claim.get("files", {})
-    if not isinstance(numbers, dict) or not isinstance(files, dict):
-        raise bad("has 'numbers' or 'files' that are not objects")
-    for name, n in numbers.items():
-        if not isinstance(n, dict) or not isinstance(n.get("value"), (int, float)):  # bools too
-            raise bad(f"has number {name!r} without a numeric 'value'")
-        tol = n.get("tolerance")
-        if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))):
-            raise bad(f"has number {name!r} whose 'tolerance' is not a number")
-    for title, digest in files.items():
-        if not isinstance(digest, str):
-            raise bad(f"has file {title!r} without a sha256 string")
+    if claim["nodeid"] != nodeid:
+        raise bad(f"names another node id, {claim['nodeid']!r}")
+    if not isinstance(claim.get("evidence"), list) or not all(
+            isinstance(i, dict) and isinstance(i.get("kind"), str) for i in claim["evidence"]):
+        raise bad("has no 'evidence' list of items")
+    for key in ("observed", "environment"):
+        if not isinstance(claim.get(key), dict):
+            raise bad(f"has no {key!r} object")
+    required = {"number": ("name", "value"), "excerpt": ("title", "text"), "table": ("title", "header", "rows"),
+                "file": ("title", "sha256"), "figure": ("title", "sha256"), "note": ("text",)}
+    for item in claim["evidence"]:
+        kind = item["kind"]
+        if kind not in required:
+            raise bad(f"has evidence of unknown kind {kind!r}")
+        missing = [k for k in required[kind] if k not in item]
+        if missing:
+            raise bad(f"has {kind} evidence without {', '.join(map(repr, missing))}")
+        if kind == "number":
+            if not isinstance(item.get("value"), (int, float)):  # bools too
+                raise bad(f"has number {item['name']!r} without a numeric 'value'")
+            tol = item.get("effective_tolerance")
+            if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))):
+                raise bad(f"has number {item['name']!r} whose tolerance is not a number")
+        if kind in ("table", "figure") and not (
+                isinstance(item.get("header", []), list) and isinstance(item.get("rows", []), list)
+                and all(isinstance(r, list) and len(r) == len(item.get("header", [])) for r in item.get("rows", []))):
+            raise bad(f"has {kind} {item['title']!r} whose rows do not match its header")

@@ -11,7 +11,7 @@ from pathlib import Path
 PROV = dict(dtype="f32", shapes={"x": (1024, 1024)}, method="counting")
 
 @pytest.mark.passes
-@pytest.mark.claim("A megabyte of f32 is 262,144 elements")
+@pytest.mark.claim("A megabyte of f32 is 262,144 elements", title="A megabyte in elements")
 @pytest.mark.provenance(**PROV)
 def test_bytes(evidence, tmp_path):
     evidence.number("bytes", 4 * 262144, unit="B")
@@ -21,12 +21,14 @@ def test_bytes(evidence, tmp_path):
     f = tmp_path / "dump.txt"
     f.write_text(os.environ.get("DUMP_CONTENT", "HloModule m"))
     evidence.file("the dump", f)
+    assert f.stat().st_size > 0
 
 @pytest.mark.fusion
 @pytest.mark.claim("Timing is noisy but within its tolerance")
 @pytest.mark.provenance(**PROV)
 def test_time(evidence):
     evidence.number("time", float(os.environ.get("MEASURED", "1.0")), unit="ms", tolerance=0.25)
+    assert float(os.environ.get("MEASURED", "1.0")) > 0
 
 @pytest.mark.fusion
 @pytest.mark.claim("This one is not true")
@@ -56,6 +58,11 @@ def project(pytester):
     return pytester
 
 
+def _line(path, start):
+    """The 1-based number of the first line of ``path`` that starts with ``start``."""
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if ln.startswith(start))
+
+
 def data_block(path):
     text = path.read_text()
     return json.loads(text[text.rindex("<!-- dumpref-data") + len("<!-- dumpref-data"):text.rindex("-->")])
@@ -67,7 +74,13 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     text = (project.path / "writeup.md").read_text()
     assert text.startswith("# A small write-up\n")
     assert text.index("## Pass by pass") < text.index("## Fusion") < text.index("## Not established")
-    assert "### A megabyte of f32 is 262,144 elements" in text
+    assert "### A megabyte in elements\n\nA megabyte of f32 is 262,144 elements\n" in text
+    assert "### Time\n\nTiming is noisy but within its tolerance\n" in text  # title from the test's name
+    # a contents list links every claim, by an anchor made from its node id
+    assert "  - [A megabyte in elements](#claim-test-claims-py-test-bytes)" in text
+    assert '<a id="claim-test-claims-py-test-bytes"></a>' in text
+    # provenance is stated once per study
+    assert text.count("| method | counting |") == 2 and "provenance of every claim in this study" in text
     assert "| bytes | 1,048,576 B (1.00 MiB) | exact |" in text
     assert "| time | 1 ms | ±25% |" in text
     assert "```hlo\nROOT add.1 = f32[1024,1024]{1,0} add(p0, p1)\n```" in text
@@ -75,6 +88,7 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     assert ("Reproduce: `python -m pytest 'test_claims.py::test_bytes' --dumpref-check=writeup.md "
             "--basetemp=dumpref-evidence/test_bytes -v`") in text
     # hashed evidence says where a reproduction leaves it
+    assert "the `Reproduce:` command below leaves it under `dumpref-evidence/test_bytes/`" in text
     assert "- file **the dump**: `dumpref-evidence/test_bytes/test_bytes0/dump.txt`, sha256" in text
     # the false claim is never presented as established
     established = text[:text.index("## Not established")]
@@ -82,8 +96,8 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     assert re.search(r"- \*\*failed\*\*: This one is not true .*the dump disagrees", text)
     assert "test_ordinary" not in text
     data = data_block(project.path / "writeup.md")
-    assert data["claims"]["test_claims.py::test_bytes"]["numbers"]["bytes"] == {
-        "value": 1048576, "unit": "B", "tolerance": None}
+    bytes_ = next(i for i in data["claims"]["test_claims.py::test_bytes"]["evidence"] if i.get("name") == "bytes")
+    assert (bytes_["value"], bytes_["unit"], bytes_["effective_tolerance"]) == (1048576, "B", None)
     assert data["claims"]["test_claims.py::test_false"]["outcome"] == "failed"
 
 
@@ -106,7 +120,8 @@ def test_check_passes_on_an_unchanged_run(project):
     project.runpytest("--dumpref-report=writeup.md")
     res = project.runpytest("--dumpref-check=writeup.md")
     res.assert_outcomes(passed=3, failed=1)  # the false claim fails as it did; it was never established
-    res.stdout.fnmatch_lines(["*every claim that ran reproduces writeup.md*"])
+    res.stdout.fnmatch_lines(["*every line of writeup.md reproduces (3 claims ran)*"])
+    assert res.ret == pytest.ExitCode.TESTS_FAILED  # the false claim's test failed
 
 
 def test_check_accepts_a_measured_number_within_tolerance(project, monkeypatch):
@@ -115,27 +130,31 @@ def test_check_accepts_a_measured_number_within_tolerance(project, monkeypatch):
     project.runpytest("--dumpref-check=writeup.md").assert_outcomes(passed=3, failed=1)
     monkeypatch.setenv("MEASURED", "1.3")
     res = project.runpytest("--dumpref-check=writeup.md")
-    res.assert_outcomes(passed=2, failed=2)
-    assert "number 'time' does not reproduce: write-up says 1.0 ms, this run measured 1.3 ms (must match within ±25%)" in res.stdout.str()
+    res.assert_outcomes(passed=3, failed=1)
+    line = _line(project.path / "writeup.md", "| time |")
+    assert (f"line {line} (claim test_claims.py::test_time): number 'time' does not reproduce within its "
+            "tolerance (±25%): the file says '| time | 1 ms | ±25% |'; this run produced '| time | 1.3 ms | ±25% |'"
+            ) in res.stdout.str()
 
 
 def test_a_tampered_number_fails_the_check_and_is_named(project):
     project.runpytest("--dumpref-report=writeup.md")
     path = project.path / "writeup.md"
-    path.write_text(path.read_text().replace('"value": 1048576', '"value": 1048577'))
+    path.write_text(path.read_text().replace('"value": 1048576', '"value": 1048577'))  # the data block
     res = project.runpytest("--dumpref-check=writeup.md")
-    res.assert_outcomes(passed=2, failed=2)
     out = res.stdout.str()
-    assert ("claim test_claims.py::test_bytes: number 'bytes' does not reproduce: write-up says 1048577 B, "
-            "this run measured 1048576 B (must match exactly)") in out
-    assert "dumpref check FAILED against writeup.md" in out
+    line = _line(path, "| bytes |")
+    assert (f"line {line} (claim test_claims.py::test_bytes): differs: the file says '| bytes | 1,048,576 B "
+            "(1.00 MiB) | exact |'; its data block produced '| bytes | 1,048,577 B (1.00 MiB) | exact |'") in out
+    assert "dumpref check FAILED against writeup.md" in out and res.ret == pytest.ExitCode.TESTS_FAILED
 
 
 def test_a_changed_file_hash_fails_the_check(project, monkeypatch):
     project.runpytest("--dumpref-report=writeup.md")
     monkeypatch.setenv("DUMP_CONTENT", "HloModule m, changed")
     res = project.runpytest("--dumpref-check=writeup.md")
-    assert "claim test_claims.py::test_bytes: file 'the dump' changed" in res.stdout.str()
+    line = _line(project.path / "writeup.md", "- file **the dump**")
+    assert f"line {line} (claim test_claims.py::test_bytes): differs: the file says '- file **the dump**" in res.stdout.str()
     assert res.ret == pytest.ExitCode.TESTS_FAILED
 
 
@@ -156,9 +175,11 @@ import pytest
 @pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="m")
 def test_new(evidence):
     evidence.number("n", 1)
+    assert True
 ''')
     res = project.runpytest("--dumpref-check=writeup.md")
-    assert "claim test_more.py::test_new is not in the write-up" in res.stdout.str()
+    assert "claim test_more.py::test_new ran but is not in the write-up" in res.stdout.str()
+    assert "the file lacks a line this run produced here: '### New'" in res.stdout.str()
     assert res.ret == pytest.ExitCode.TESTS_FAILED
 
 
@@ -166,7 +187,9 @@ def test_a_changed_sentence_fails_the_check(project):
     project.runpytest("--dumpref-report=writeup.md")
     project.makepyfile(test_claims=CLAIMS.replace("262,144 elements", "262,145 elements"))
     res = project.runpytest("--dumpref-check=writeup.md")
-    assert "its sentence changed" in res.stdout.str()
+    line = _line(project.path / "writeup.md", "A megabyte of f32 is 262,144 elements")
+    assert (f"line {line} (claim test_claims.py::test_bytes): differs: the file says 'A megabyte of f32 is "
+            "262,144 elements'; this run produced 'A megabyte of f32 is 262,145 elements'") in res.stdout.str()
 
 
 @pytest.mark.parametrize("content, message", [
@@ -174,9 +197,11 @@ def test_a_changed_sentence_fails_the_check(project):
     ("# just markdown\n", "no '<!-- dumpref-data' block"),
     ("<!-- dumpref-data\n{not json\n-->\n", "the data block is not valid JSON"),
     ("<!-- dumpref-data\n{\"claims\": {}}\n", "the data block is not closed"),
-    ('<!-- dumpref-data\n{"format": 1, "claims": {"t.py::test_a": {"text": "s", "outcome": "passed", '
-     '"numbers": {"n": {"unit": null}}}}}\n-->\n', "claim 't.py::test_a' in the data block has number 'n' "
-     "without a numeric 'value'"),
+    ('<!-- dumpref-data\n{"format": 2, "environment": {}, "claims": {"t.py::test_a": {"nodeid": "t.py::test_a", '
+     '"text": "s", "outcome": "passed", "section": "s", "observed": {}, "environment": {}, '
+     '"evidence": [{"kind": "number", "name": "n", "unit": null}]}}}\n-->\n',
+     "claim 't.py::test_a' in the data block has number evidence without 'value'"),
+    ('<!-- dumpref-data\n{"format": 1, "claims": {}}\n-->\n', "a write-up of format 1"),
 ])
 def test_a_missing_or_malformed_writeup_is_a_usage_error_naming_the_file(project, content, message):
     if content is not None:
@@ -217,6 +242,7 @@ def test_fig(evidence, tmp_path):
     p = tmp_path / "plot.png"
     p.write_bytes(b"\\x89PNG fake")
     evidence.figure("bytes per pass", p)
+    assert p.is_file()
 ''')
     pytester.runpytest("--dumpref-report=out/w.md").assert_outcomes(passed=1)
     text = (pytester.path / "out/w.md").read_text()
@@ -225,15 +251,18 @@ def test_fig(evidence, tmp_path):
     assert (pytester.path / "out" / m.group(1)).read_bytes() == b"\x89PNG fake"
 
 
-def test_benchmark_statistics_become_evidence_and_machine_info_names_the_chip(pytester):
+def test_benchmark_statistics_become_evidence_and_machine_info_names_the_chip(pytester, monkeypatch):
     from pytest_dumpref.provenance import cpu_model_name
+    # Under `pytest -n 2` this test runs in an xdist worker; the run it makes is a serial run,
+    # but pytest-benchmark would read the worker's variable and switch itself off.
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makepyfile(test_bench='''
 import pytest
 @pytest.mark.claim("Summing a small list is fast")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (100,)}, method="pytest-benchmark")
 def test_sum(benchmark):
     benchmark.group = "sums"
-    benchmark(sum, range(100))
+    assert benchmark(sum, range(100)) == 4950
 ''')
     res = pytester.runpytest("--dumpref-report=w.md", "--benchmark-json=b.json", "--benchmark-max-time=0.01")
     res.assert_outcomes(passed=1)
@@ -251,21 +280,23 @@ P = dict(dtype="f32", shapes={"x": (1,)}, method="m")
 @pytest.mark.provenance(**P)
 def test_z(evidence):
     evidence.number("n", 1)
+    assert True
 @pytest.mark.claim("Aardvark comes second")
 @pytest.mark.provenance(**P)
 def test_a(evidence):
     evidence.number("n", 2)
+    assert True
 ''')
     pytester.runpytest("-p", "xdist", "-n", "2", "--dumpref-report=w.md").assert_outcomes(passed=2)
     text = (pytester.path / "w.md").read_text()
-    assert text.index("### Zebra comes first") < text.index("### Aardvark comes second")
+    assert text.index("### Z\n\nZebra comes first") < text.index("### A\n\nAardvark comes second")
 
 
 def test_checking_one_claim_does_not_call_the_others_gone(project):
     project.runpytest("--dumpref-report=writeup.md")
     res = project.runpytest("test_claims.py::test_bytes", "--dumpref-check=writeup.md")
     res.assert_outcomes(passed=1)
-    res.stdout.fnmatch_lines(["*every claim that ran reproduces writeup.md (1 claims)*"])
+    res.stdout.fnmatch_lines(["*every line of writeup.md reproduces (1 claims ran)*"])
     assert res.ret == 0
     # a whole file is expected whole: a claim missing from it is gone
     project.makepyfile(test_claims=CLAIMS.replace("def test_time", "def _gone"))
