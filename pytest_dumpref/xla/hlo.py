@@ -1,37 +1,46 @@
 """HLO text -> modules, computations, instructions, shapes and byte sizes.
 
-A reader for the text XLA writes into its dumps (``*.txt`` pass snapshots, ``as_text()`` of a
-compiled function), written in Python so that every field is at hand without private jaxlib
-APIs.  XLA's own C++ parser (see ``xla_private``) stays the referee for what is valid HLO; this
-one is the model the analyses walk.
+A reader for HLO text as XLA's own parser (``hlo_module_from_text``) accepts it: the dumps
+XLA writes (``*.txt`` pass snapshots, ``as_text()`` of a compiled function) and the
+hand-written modules of XLA's tests (no ``HloModule`` line, no ``ENTRY`` keyword, ``/* */``
+and ``//`` comments, instructions over several lines, nested instructions as operands,
+result shapes left for the parser to infer).  Written in Python so that every field is at
+hand without private jaxlib APIs; XLA's C++ parser (see ``xla_private``) stays the referee
+for what is valid HLO, this one is the model the analyses walk.
 
-Speed matters: an every-pass dump holds hundreds of snapshots of one module that share most of
-their lines.  Parsed instruction lines are cached by their raw text, so re-reading a snapshot
-costs a dictionary look-up per unchanged line.  Cached ``Instruction`` objects are therefore
-shared between modules: treat them as read-only.
+Speed matters: an every-pass dump holds hundreds of snapshots of one module that share most
+of their lines, and a real model's module is several megabytes.  The text is read line by
+line; an instruction line is matched by one compiled expression in the common case, and its
+attributes are split only when asked for.  Parsed lines are cached by their raw text and
+parsed computations by theirs, so re-reading a snapshot costs a dictionary look-up per
+unchanged computation.  Cached ``Instruction`` and ``HloComputation`` objects are shared
+between modules: treat them as read-only.
 """
 from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 
 __all__ = [
     "HloParseError", "Shape", "Instruction", "HloComputation", "HloModule",
-    "parse_shape", "parse_module", "PRIMITIVE_BITS",
+    "parse_shape", "parse_module", "clear_cache", "PRIMITIVE_BITS", "OPCODES",
 ]
 
 
 class HloParseError(ValueError):
-    """The text is not (complete) HLO.  The message names the source and the line."""
+    """The text is not (complete) HLO.  The message names the source, line and column."""
 
-    def __init__(self, message: str, *, source: str | None = None, line: int | None = None):
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None,
+                 column: int | None = None):
         self.source = source
         self.line = line
+        self.column = column
         self.reason = message
         where = source or "<hlo text>"
         if line is not None:
             where += f":{line}"
+            if column is not None:
+                where += f":{column}"
         super().__init__(f"{where}: {message}")
 
 
@@ -48,10 +57,47 @@ PRIMITIVE_BITS: dict[str, int] = {
     "token": 0, "opaque": 64,
 }
 
+# Every opcode XLA's HloOpcode knows, by its text name (xla/hlo/ir/hlo_opcode.h).  Besides
+# these, "<op>-start", "<op>-update" and "<op>-done" wrap <op> in an async computation.
+OPCODES = frozenset("""
+abs acos acosh add add-dependency after-all all-gather all-gather-done all-gather-start
+all-reduce all-reduce-done all-reduce-start all-to-all and asin asinh async-done async-start
+async-update atan2 atanh batch-norm-grad batch-norm-inference batch-norm-training bitcast
+bitcast-convert broadcast call cbrt ceil cholesky clamp count-leading-zeros
+collective-broadcast collective-permute collective-permute-done collective-permute-start
+compare complex concatenate conditional constant convert convolution copy copy-done
+copy-start cosine cosh custom-call divide domain dot dynamic-reshape dynamic-slice
+dynamic-update-slice erf exponential exponential-minus-one fft floor fusion gather
+get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one logistic
+map maximum minimum mulhi multiply negate not opt-barrier or outfeed pad parameter
+partition-id popcnt power ragged-all-to-all ragged-dot real recv recv-done reduce
+reduce-precision reduce-scatter reduce-window remainder replica-id reshape reverse rng
+rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt
+scaled-dot scan scatter select select-and-scatter send send-done set-dimension-size
+shift-left shift-right-arithmetic shift-right-logical sign sine sinh slice sort sqrt
+stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
+""".split())
+# Opcodes that have start/done forms of their own and cannot be wrapped (XLA refuses them).
+_NOT_WRAPPABLE = frozenset({"all-gather", "all-reduce", "collective-permute", "copy", "recv",
+                            "send"})
+
+
+def wrapped_opcode(opcode: str) -> str | None:
+    """For an async-wrapped opcode such as ``custom-call-start``, the wrapped one."""
+    for suffix in ("-start", "-update", "-done"):
+        if opcode.endswith(suffix) and opcode not in OPCODES:
+            inner = opcode[:-len(suffix)]
+            return inner if inner in OPCODES and inner not in _NOT_WRAPPABLE else None
+    return None
+
+
+def _known_opcode(opcode: str) -> bool:
+    return opcode in OPCODES or wrapped_opcode(opcode) is not None
+
+
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
 # element_size_in_bits in a layout, e.g. {0:E(4)}: sub-byte types packed in memory
 _ELEMENT_BITS = re.compile(r"E\((\d+)\)")
-_COMMENT = re.compile(r"/\*.*?\*/")
 
 
 class Shape:
@@ -81,6 +127,13 @@ class Shape:
     @property
     def is_tuple(self) -> bool:
         return self.tuple_shapes is not None
+
+    @property
+    def is_dynamic(self) -> bool:
+        """Any dimension bounded (``<=n``) or unknown (``?``), at any depth."""
+        if self.tuple_shapes is not None:
+            return any(s.is_dynamic for s in self.tuple_shapes)
+        return bool(self.dynamic_dims)
 
     @property
     def element_count(self) -> int:
@@ -165,9 +218,10 @@ def _array_bytes(shape: Shape) -> int:
 def parse_shape(text: str) -> Shape:
     """Parse a shape such as ``f32[64,128]{1,0}``, ``(s32[], bf16[<=8])`` or ``token[]``."""
     if "/*" in text:
-        text = _COMMENT.sub("", text)
-    shape, end = _parse_shape_at(text.strip(), 0)
-    if end != len(text.strip()):
+        text = _strip_comments(text)
+    text = text.strip()
+    shape, end = _parse_shape_at(text, 0)
+    if end != len(text):
         raise ValueError(f"trailing text after shape in {text!r}")
     return shape
 
@@ -178,22 +232,31 @@ def _parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
         start = pos
         pos += 1
         elements = []
-        while pos < len(text) and text[pos] == " ":
+        n = len(text)
+        while pos < n and text[pos] in " \t\n":
             pos += 1
-        if pos < len(text) and text[pos] == ")":
+        if pos < n and text[pos] == ")":
             return Shape("tuple", (), None, [], text=text[start:pos + 1]), pos + 1
         while True:
             s, pos = _parse_shape_at(text, pos)
             elements.append(s)
-            if text.startswith(", ", pos):
-                pos += 2
-            elif pos < len(text) and text[pos] == ",":
+            while pos < n and text[pos] in " \t\n":
                 pos += 1
-            elif pos < len(text) and text[pos] == ")":
+            if pos < n and text[pos] == ",":
+                pos += 1
+                while pos < n and text[pos] in " \t\n":
+                    pos += 1
+            elif pos < n and text[pos] == ")":
                 pos += 1
                 return Shape("tuple", (), None, elements, text=text[start:pos]), pos
             else:
-                raise ValueError(f"bad tuple shape {text[start:]!r}")
+                raise ValueError(f"bad tuple shape {text[start:start + 60]!r}")
+    if text.startswith("b(", pos):  # a buffer: its storage is that of the array inside
+        inner, end = _parse_shape_at(text, pos + 2)
+        if text[end:end + 1] != ")" or inner.is_tuple:
+            raise ValueError(f"bad buffer shape {text[pos:pos + 40]!r}")
+        return Shape(inner.element_type, inner.dims, inner.layout, None, inner.dynamic_dims,
+                     text=text[pos:end + 1]), end + 1
     m = _ARRAY_SHAPE.match(text, pos)
     if not m:
         raise ValueError(f"bad shape {text[pos:pos + 40]!r}")
@@ -201,33 +264,58 @@ def _parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
     if et not in PRIMITIVE_BITS:
         raise ValueError(f"unknown element type {et!r} in shape {m.group(0)!r}")
     dims, dynamic = [], []
-    if dims_text:
-        for i, d in enumerate(dims_text.split(",")):
-            d = d.strip()
-            if d.startswith("<="):
-                dynamic.append(i)
-                d = d[2:]
-            elif d == "?":  # unbounded dynamic dimension: no storage size is known
-                dynamic.append(i)
-                d = "0"
-            dims.append(int(d))
+    if dims_text.strip():
+        try:
+            for i, d in enumerate(dims_text.split(",")):
+                d = d.strip()
+                if d.startswith("<="):
+                    dynamic.append(i)
+                    d = d[2:]
+                elif d == "?":  # unbounded dynamic dimension: no storage size is known
+                    dynamic.append(i)
+                    d = "0"
+                dims.append(int(d))
+        except ValueError:
+            raise ValueError(f"bad dimensions in shape {m.group(0)!r}") from None
     return Shape(et, tuple(dims), layout, None, tuple(dynamic), text=m.group(0)), m.end()
 
 
-# Attributes whose value names computations that an instruction calls.
-_CALLING_ATTRS = ("calls", "to_apply", "body", "condition", "branch_computations",
-                  "true_computation", "false_computation", "called_computations",
-                  "select", "scatter", "comparator", "async_computation")
-# Opcodes whose parenthesised text is not a list of operand names.
-_NON_OPERAND_OPCODES = frozenset({"constant", "parameter"})
-# Tokens that matter when splitting text at top-level separators.
-_NESTING = re.compile(r'[(){}\[\]"\\]|, ')
+# ---- comments ------------------------------------------------------------------------------
+
+# XLA prints /*index=N*/ before every fifth element of long tuples; nothing else in a dump is
+# a comment, so that one form is removed without looking for strings.
+_INDEX_MARKER = re.compile(r"/\*index=\d+\*/")
+_STRING_OR_COMMENT = re.compile(r'"(?:[^"\\\n]|\\.)*"|/\*.*?\*/|//[^\n]*', re.S)
+
+
+def _drop_comment(m) -> str:
+    s = m.group(0)
+    if s[0] == '"':
+        return s
+    if s[1] == "*":  # keep the line numbering of what follows a comment over several lines
+        return "\n" * s.count("\n") or " "
+    return ""
+
+
+def _strip_comments(text: str) -> str:
+    """Text without ``/* ... */`` and ``// ...`` comments (outside quoted strings), as
+    XLA's lexer skips them; newlines inside a block comment are kept."""
+    if "/*index=" in text:
+        text = _INDEX_MARKER.sub("", text)
+    if "/*" not in text and "//" not in text:
+        return text
+    return _STRING_OR_COMMENT.sub(_drop_comment, text)
+
+
+# ---- splitting at top-level commas ---------------------------------------------------------
+
+_NESTING = re.compile(r'[(){}\[\]"\\,]')
 
 
 def _split_top(text: str) -> list[str]:
-    """Split at ``, `` outside (), {}, [] and quoted strings."""
+    """Split at ``,`` outside (), {}, [] and quoted strings; parts are stripped."""
     if not any(c in text for c in '({["'):
-        return text.split(", ")
+        return [p.strip() for p in text.split(",")]
     parts, depth, in_str, start, skip = [], 0, False, 0, -1
     for m in _NESTING.finditer(text):
         tok, i = m.group(0), m.start()
@@ -245,10 +333,10 @@ def _split_top(text: str) -> list[str]:
             depth += 1
         elif tok in ")}]":
             depth -= 1
-        elif tok == ", " and depth == 0:
-            parts.append(text[start:i])
-            start = i + 2
-    parts.append(text[start:])
+        elif tok == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
     return parts
 
 
@@ -280,20 +368,59 @@ def _matching_paren(text: str, open_pos: int) -> int:
     return -1
 
 
+def _open_brackets(text: str) -> int:
+    """How many (, { and [ of ``text`` are still open at its end (quotes respected)."""
+    if '"' not in text:
+        return (text.count("(") + text.count("{") + text.count("[")
+                - text.count(")") - text.count("}") - text.count("]"))
+    depth, in_str, skip = 0, False, -1
+    for m in _NESTING.finditer(text):
+        tok, i = m.group(0), m.start()
+        if i == skip:
+            continue
+        if in_str:
+            if tok == "\\":
+                skip = i + 1
+            elif tok == '"':
+                in_str = False
+        elif tok == '"':
+            in_str = True
+        elif tok in "({[":
+            depth += 1
+        elif tok in ")}]":
+            depth -= 1
+    return depth
+
+
+# ---- instructions --------------------------------------------------------------------------
+
+# Attributes whose value names computations that an instruction calls.
+_CALLING_ATTRS = ("calls", "to_apply", "body", "condition", "branch_computations",
+                  "true_computation", "false_computation", "called_computations",
+                  "select", "scatter", "comparator", "async_computation")
+_CALLED = re.compile(r"(?:^|,)\s*(" + "|".join(_CALLING_ATTRS) +
+                     r")=(\{[^}]*\}|%?[A-Za-z_][\w.\-]*)")
+_KIND = re.compile(r"(?:^|,)\s*kind=(\w+)")
+# Opcodes whose parenthesised text is not a list of operand names.
+_NON_OPERAND_OPCODES = frozenset({"constant", "parameter"})
+
+
 class Instruction:
-    """One HLO instruction, parsed from one line of text.
+    """One HLO instruction.
 
     ``operands`` and ``called`` are names (without ``%``).  ``attrs`` holds every attribute
-    after the operand list as raw text (``{"dimensions": "{1}", "metadata": "{...}"}``).
-    ``canonical`` is the line without ``metadata=`` (op names, source locations, stack
-    frames), for comparing snapshots.  Instances are shared between modules parsed from
-    identical lines: do not mutate them.
+    after the operand list as raw text (``{"dimensions": "{1}", "metadata": "{...}"}``), split
+    on first use.  ``line`` is the instruction's text (lines joined when it spans several).
+    ``canonical`` is the instruction without ``metadata=`` (op names, source locations,
+    stack frames), for comparing snapshots.  Instances are shared between modules parsed
+    from identical lines: do not mutate them.
     """
 
-    __slots__ = ("name", "opcode", "shape", "operands", "called", "fusion_kind", "attrs",
-                 "line", "is_root", "parameter_number", "operand_text", "_canonical")
+    __slots__ = ("name", "opcode", "shape", "operands", "called", "fusion_kind", "_attrs",
+                 "_attr_text", "line", "is_root", "parameter_number", "operand_text",
+                 "_canonical")
 
-    def __init__(self, name, opcode, shape, operands, called, fusion_kind, attrs, line,
+    def __init__(self, name, opcode, shape, operands, called, fusion_kind, attr_text, line,
                  is_root, parameter_number, operand_text):
         self.name = name
         self.opcode = opcode
@@ -301,7 +428,8 @@ class Instruction:
         self.operands = operands
         self.called = called
         self.fusion_kind = fusion_kind
-        self.attrs = attrs
+        self._attr_text = attr_text  # the text after the operand list, without its first ','
+        self._attrs = None
         self.line = line
         self.is_root = is_root
         self.parameter_number = parameter_number
@@ -309,9 +437,20 @@ class Instruction:
         self._canonical = None
 
     @property
+    def attrs(self) -> dict:
+        if self._attrs is None:
+            attrs: dict[str, str] = {}
+            if self._attr_text:
+                for item in _split_top(self._attr_text):
+                    key, _, value = item.partition("=")
+                    attrs[key.strip()] = value.strip()
+            self._attrs = attrs
+        return self._attrs
+
+    @property
     def canonical(self) -> str:
         if self._canonical is None:
-            head = self.line[:self.line.index(" = ")].strip()  # "ROOT %name" as written
+            head = "ROOT %" + self.name if self.is_root else "%" + self.name
             attrs = "".join(f", {k}={v}" for k, v in self.attrs.items() if k != "metadata")
             self._canonical = f"{head} = {self.shape} {self.opcode}({self.operand_text}){attrs}"
         return self._canonical
@@ -320,90 +459,177 @@ class Instruction:
         return f"<Instruction {self.name} = {self.shape} {self.opcode}>"
 
 
-def _parse_instruction(line: str, body: str, is_root: bool, name: str) -> Instruction:
-    """Parse ``body``: the text after ``name = `` (shape, opcode, operands, attributes)."""
-    if "/*" in body:  # long tuples carry /*index=N*/ markers in shapes and operand lists
-        body = _COMMENT.sub("", body)
-    if body.startswith("("):
-        end = _matching_paren(body, 0) + 1
-        if end <= 0:
-            raise ValueError("unterminated tuple shape")
-    else:
-        m = _ARRAY_SHAPE.match(body)
-        if not m:
-            raise ValueError(f"expected a shape after '{name} =', found {body[:30]!r}")
-        end = m.end()
-    try:
-        shape = parse_shape(body[:end])
-    except ValueError as e:
-        raise ValueError(f"{e} (instruction {name})") from None
-    if body[end:end + 1] != " ":
-        raise ValueError(f"expected an opcode after the shape of {name}")
-    open_pos = body.find("(", end + 1)
-    if open_pos < 0:
-        raise ValueError(f"expected '(' after the opcode of {name}")
-    opcode = body[end + 1:open_pos]
-    if not opcode or " " in opcode:
-        raise ValueError(f"bad opcode {opcode!r} in {name}")
-    close = _matching_paren(body, open_pos)
-    if close < 0:
-        raise ValueError(f"unterminated operand list of {name}")
-    operand_text = body[open_pos + 1:close]
-    rest = body[close + 1:]
+# The common line, matched in one step: name, array shape, opcode and the operand list's '('.
+_FAST_LINE = re.compile(r"[ \t]*(ROOT )?%?([A-Za-z_][\w.\-]*) = "
+                        r"([a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?) ([a-z][a-z0-9\-]*)\(")
+_INSTRUCTION_START = re.compile(r"\s*(ROOT\s+)?%?([A-Za-z_][\w.\-]*)\s*=\s*")
+_OPCODE = re.compile(r"\s*([a-z][a-z0-9\-]*)\s*\(")
 
+
+class _LineError(ValueError):
+    """An error inside one instruction's text, at a character offset into it."""
+
+    def __init__(self, message: str, offset: int = 0):
+        super().__init__(message)
+        self.offset = offset
+
+
+def _parse_instruction(text: str, name: str, is_root: bool, pos: int, nested: list | None):
+    """Parse the instruction whose right-hand side starts at ``pos`` of ``text``.
+
+    Returns (instruction, end): ``end`` is just past its operand list (a nested instruction
+    ends there).  Instructions written inside the operand list are appended to ``nested``
+    (None: not allowed, i.e. the caller is itself nested).  Shape None: left for inference.
+    """
+    n = len(text)
+    while pos < n and text[pos] in " \t\n":
+        pos += 1
+    m = _OPCODE.match(text, pos)
+    if m and m.group(1) not in PRIMITIVE_BITS and m.group(1) != "b":
+        shape = None  # no result shape: XLA infers it from the operands
+        opcode, open_pos = m.group(1), m.end() - 1
+    else:
+        try:
+            shape, pos = _parse_shape_at(text, pos)
+        except ValueError as e:
+            raise _LineError(f"{e} (instruction {name or 'nested'})", pos) from None
+        m = _OPCODE.match(text, pos)
+        if not m:
+            raise _LineError(f"expected an opcode and '(' after the shape of "
+                             f"{name or 'a nested instruction'}, found "
+                             f"{text[pos:pos + 30].strip()!r}", pos)
+        opcode, open_pos = m.group(1), m.end() - 1
+    return _finish_instruction(text, name, is_root, shape, opcode, open_pos, nested)
+
+
+def _finish_instruction(text, name, is_root, shape, opcode, open_pos, nested):
+    if not _known_opcode(opcode):
+        raise _LineError(f"unknown opcode {opcode!r} in instruction {name or '(nested)'}",
+                         open_pos - len(opcode))
+    close = _matching_paren(text, open_pos)
+    if close < 0:
+        raise _LineError(f"unterminated operand list of {name or 'a nested instruction'}",
+                         open_pos)
+    operand_text = text[open_pos + 1:close]
     parameter_number = None
     if opcode in _NON_OPERAND_OPCODES:
         operands = []
         if opcode == "parameter":
-            parameter_number = int(operand_text)
-    elif not operand_text:
+            try:
+                parameter_number = int(operand_text)
+            except ValueError:
+                raise _LineError(f"parameter number of {name} is not an integer: "
+                                 f"{operand_text[:20]!r}", open_pos + 1) from None
+    elif not operand_text.strip():
         operands = []
+    elif not any(c in operand_text for c in '([{"#'):
+        operands = [t.strip().lstrip("%") for t in operand_text.split(",")]
+        if "" in operands or any(" " in o for o in operands):
+            operands = [_operand_name(t, name, open_pos) for t in _split_top(operand_text)]
     else:
-        # Newer XLA prints "%a, %b"; older dumps print "f32[2]{0} %a": the name is the last word.
-        operands = [tok.rsplit(" ", 1)[-1].lstrip("%") for tok in _split_top(operand_text)]
+        operands = []
+        for tok in _split_top(operand_text):
+            if tok.endswith(")"):  # a nested instruction: shape? opcode(operands)
+                if nested is None:
+                    raise _LineError("a nested instruction cannot have nested instructions "
+                                     "with attributes", open_pos)
+                inner_start = text.find(tok, open_pos)
+                inner, _ = _parse_instruction(text, "", False, inner_start, nested)
+                nested.append(inner)
+                operands.append(inner)  # replaced by its name once it has one
+            else:
+                operands.append(_operand_name(tok, name, open_pos))
+    return Instruction(name, opcode, shape, operands, None, None, None, text, is_root,
+                       parameter_number, operand_text), close + 1
 
-    attrs: dict[str, str] = {}
+
+def _operand_name(tok: str, name: str, pos: int) -> str:
+    # Newer XLA prints "%a, %b"; older dumps print "f32[2]{0} %a": the name is the last word.
+    word = tok.rsplit(None, 1)[-1].lstrip("%") if tok else ""
+    if not word:
+        raise _LineError(f"empty operand in the operand list of {name}", pos)
+    if "#" in word:
+        raise _LineError(f"operand {word!r} of {name}: the compact get-tuple-element form "
+                         f"'name#index' is not supported; write a get-tuple-element", pos)
+    return word
+
+
+def _set_attributes(inst: Instruction, rest: str, pos: int) -> None:
+    """Attach the attribute text after the operand list, and what it says is called."""
+    rest = rest.strip()
     if rest:
-        if not rest.startswith(", "):
-            raise ValueError(f"unexpected text after the operands of {name}: {rest[:30]!r}")
-        for item in _split_top(rest[2:]):
-            key, eq, value = item.partition("=")
-            if not eq:
-                raise ValueError(f"attribute without '=' in {name}: {item[:30]!r}")
-            attrs[key] = value
-
+        if rest[0] != ",":
+            raise _LineError(f"unexpected text after the operands of {inst.name}: "
+                             f"{rest[:30]!r}", pos)
+        rest = rest[1:].lstrip()
+    inst._attr_text = rest
     called = []
-    for key in _CALLING_ATTRS:
-        value = attrs.get(key)
-        if value is not None:
-            if value.startswith("{"):
+    if rest:
+        for m in _CALLED.finditer(rest):
+            value = m.group(2)
+            if value[0] == "{":
                 called.extend(v.strip().lstrip("%") for v in value[1:-1].split(",") if v.strip())
             else:
                 called.append(value.lstrip("%"))
-    fusion_kind = attrs.get("kind") if opcode == "fusion" else None
-    return Instruction(name, opcode, shape, operands, called, fusion_kind, attrs, line,
-                       is_root, parameter_number, operand_text)
+    inst.called = called
+    if inst.opcode == "fusion":
+        m = _KIND.search(rest)
+        inst.fusion_kind = m.group(1) if m else None
 
+
+def _instructions_of(text: str) -> list:
+    """Parse one instruction's text; return it and any nested ones (those first).
+
+    Raises _LineError with an offset into ``text``.
+    """
+    m = _FAST_LINE.match(text)
+    nested: list = []
+    if m:
+        try:
+            shape = parse_shape(m.group(3))
+        except ValueError as e:
+            raise _LineError(f"{e} (instruction {m.group(2)})", m.start(3)) from None
+        inst, end = _finish_instruction(text, m.group(2), m.group(1) is not None, shape,
+                                        m.group(4), m.end() - 1, nested)
+    else:
+        m = _INSTRUCTION_START.match(text)
+        if not m:
+            raise _LineError(f"expected an instruction ('name = shape opcode(...)'), found "
+                             f"{text.strip()[:60]!r}", len(text) - len(text.lstrip()))
+        inst, end = _parse_instruction(text, m.group(2), m.group(1) is not None, m.end(),
+                                       nested)
+    _set_attributes(inst, text[end:], end)
+    for inner in nested:
+        _set_attributes(inner, "", end)
+    return nested + [inst] if nested else [inst]
+
+
+# ---- computations and modules --------------------------------------------------------------
 
 class HloComputation:
     """A named list of instructions; ``root`` is its result."""
 
     __slots__ = ("name", "instructions", "root", "is_entry", "header", "callees", "_by_name",
-                 "memo")
+                 "memo", "line_offsets", "inlined")
 
     def __init__(self, name: str, instructions: list, root: Instruction, is_entry: bool,
-                 header: str):
+                 header: str, line_offsets: tuple = ()):
         self.name = name
         self.instructions = instructions
         self.root = root
         self.is_entry = is_entry
         self.header = header
         self._by_name = None
+        # line of each instruction, counted from the computation's header line
+        self.line_offsets = line_offsets
         # names of the computations its instructions call, in order of first use
         self.callees = list(dict.fromkeys(c for i in instructions for c in i.called))
         # results that analyses derive from this computation's text alone (it is shared
         # between modules parsed from identical text, so such results can be reused)
         self.memo: dict = {}
+        # computations written inline in an attribute (to_apply={...}), with the
+        # instruction that calls each: they belong to the module, named there
+        self.inlined: list = []
 
     @property
     def parameters(self) -> list:
@@ -426,15 +652,20 @@ class HloComputation:
 
 
 class HloModule:
-    """A parsed module: computations in file order, the ENTRY one, instructions by name."""
+    """A parsed module: computations in file order, the entry one, instructions by name.
+
+    ``entry`` is the computation marked ``ENTRY``, or the last one when none is (as XLA).
+    A module without an ``HloModule`` line is named ``module_<entry>`` (as XLA).
+    """
 
     def __init__(self, name: str, header: str, computations: dict, entry: HloComputation,
-                 source: str | None):
+                 source: str | None, lines: dict | None = None):
         self.name = name
         self.header = header
         self.computations = computations
         self.entry = entry
         self.source = source
+        self.lines = lines or {}  # computation name -> line of its header in the source
         self._index = None
 
     def instruction(self, name: str) -> Instruction:
@@ -449,19 +680,28 @@ class HloModule:
         except KeyError:
             raise KeyError(f"no instruction {name!r} in module {self.name}") from None
 
+    def line_of(self, comp: HloComputation, inst: Instruction) -> int | None:
+        """The source line an instruction of this module starts on."""
+        start = self.lines.get(comp.name)
+        if start is None:
+            return None
+        for i, x in enumerate(comp.instructions):
+            if x is inst:
+                return start + comp.line_offsets[i]
+        return None
+
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
 
 
-_INSTRUCTION_START = re.compile(r"\s+(ROOT )?%?([A-Za-z_][\w.\-]*) = ")
-_COMPUTATION_HEADER = re.compile(r"(ENTRY )?%?([A-Za-z_][\w.\-]*)\s*(?:\(.*)?\{$")
+_COMPUTATION_HEADER = re.compile(r"(ENTRY[ \t]+)?%?([A-Za-z_][\w.\-]*)[ \t]*(?:\(.*)?\{$")
 # Debug-info sections that newer XLA prints between the module header and the computations.
 _INFO_SECTIONS = frozenset({"FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 
 # Two caches, because the snapshots of one compile repeat most of their text:
-# a computation's whole text -> its parsed computations (most computations survive a pass
-# untouched), and a raw instruction line -> Instruction (for computations a pass did change).
-_BLOCK_CACHE: dict[str, list] = {}
+# a computation's whole text -> its parsed computation (most computations survive a pass
+# untouched), and an instruction's text -> Instruction (for computations a pass did change).
+_BLOCK_CACHE: dict[str, HloComputation] = {}
 _LINE_CACHE: dict[str, Instruction] = {}
 _CACHE_LIMIT = 500_000
 
@@ -476,147 +716,323 @@ def clear_cache() -> None:
 def parse_module(text: str, *, source: str | None = None) -> HloModule:
     """Parse one HLO module from text; ``source`` (a file name) is used in error messages.
 
-    Raises ``HloParseError`` for text that is not HLO, is truncated, or references
-    instructions or computations that do not exist.
+    Raises ``HloParseError`` (file:line:column) for text that is not HLO, is truncated,
+    uses an opcode XLA does not know, or references instructions or computations that do
+    not exist.
     """
     if len(_LINE_CACHE) > _CACHE_LIMIT or len(_BLOCK_CACHE) > _CACHE_LIMIT:
         clear_cache()
-    blocks = text.split("\n\n")  # XLA separates the header, info sections and computations
+    if "/*" in text or "//" in text:
+        text = _strip_comments(text)
+    lines = text.split("\n")
     header = None
-    module_name = ""
+    module_name = None
     computations: dict[str, HloComputation] = {}
+    comp_lines: dict[str, int] = {}
     entry = None
-    next_line = 1
-    for number, block in enumerate(blocks):
-        start = next_line
-        next_line += block.count("\n") + 2
-        body = block.lstrip("\n")
-        start += len(block) - len(body)
-        body = body.rstrip()
-        if not body:
-            continue
-        if header is None:
-            first, _, rest = body.partition("\n")
-            if not first.startswith("HloModule "):
-                raise HloParseError(f"not HLO text: expected 'HloModule <name>', found "
-                                    f"{first.strip()[:60]!r}", source=source, line=start)
-            header = first
-            module_name = first[len("HloModule "):].split(",", 1)[0].strip()
-            body, start = rest.strip("\n"), start + 1
-            if not body:
-                continue
-        parsed = _BLOCK_CACHE.get(body)
-        if parsed is None:
-            if body.partition("\n")[0].strip() in _INFO_SECTIONS:
-                continue
-            parsed = _parse_block(body, start, source, number == len(blocks) - 1)
-            _BLOCK_CACHE[body] = parsed
-        for comp in parsed:
-            if comp.name in computations:
-                raise HloParseError(f"computation {comp.name} defined twice", source=source,
-                                    line=start)
-            computations[comp.name] = comp
-            if comp.is_entry:
-                entry = comp
-    if header is None:
-        raise HloParseError("empty file, expected 'HloModule <name>'", source=source, line=1)
-    if entry is None:
-        # XLA prints the ENTRY computation last, so a module without one was cut short
-        raise HloParseError("no ENTRY computation (truncated?)", source=source, line=next_line - 2)
-    for comp in computations.values():
-        for callee in comp.callees:
-            if callee not in computations:
-                caller = next(i.name for i in comp.instructions if callee in i.called)
-                raise HloParseError(f"instruction {caller} calls unknown computation {callee}",
-                                    source=source, line=None)
-    return HloModule(module_name, header, computations, entry, source)
-
-
-def _instruction_from_line(raw: str, line: int, source) -> Instruction:
-    inst = _LINE_CACHE.get(raw)
-    if inst is None:
-        m = _INSTRUCTION_START.match(raw)
-        if not m:
-            raise HloParseError(f"expected an instruction, found {raw.strip()[:60]!r}",
-                                source=source, line=line)
-        try:
-            inst = _parse_instruction(raw, raw[m.end():], m.group(1) is not None, m.group(2))
-        except ValueError as e:
-            raise HloParseError(str(e), source=source, line=line) from None
-        _LINE_CACHE[raw] = inst
-    return inst
-
-
-def _parse_block(body: str, start: int, source, is_last: bool) -> list:
-    """Parse the computations in a block of text (normally exactly one)."""
-    lines = body.split("\n")
-    cache = _LINE_CACHE
-    out = []
     i, n = 0, len(lines)
+    seen_anything = False
     while i < n:
         stripped = lines[i].strip()
         if not stripped:
             i += 1
             continue
-        m = _COMPUTATION_HEADER.match(stripped) if stripped.endswith("{") else None
-        if not m:
-            raise HloParseError(f"unexpected line outside any computation: {stripped[:60]!r}",
-                                source=source, line=start + i)
-        name, is_entry, opened = m.group(2), m.group(1) is not None, start + i
-        i += 1
-        instructions: list[Instruction] = []
-        pending = None  # (line number, text) of an instruction that may continue below
-        closed = False
-        while i < n:
-            raw = lines[i]
-            if raw == "}" or raw.strip() == "}":
-                closed = True
+        if stripped.startswith("HloModule") and (len(stripped) == 9 or stripped[9] in " \t,"):
+            if seen_anything:
+                raise HloParseError("'HloModule' must come first", source=source, line=i + 1,
+                                    column=1)
+            start = i
+            while _open_brackets(stripped) > 0 and i + 1 < n:  # attributes over several lines
                 i += 1
-                break
-            inst = cache.get(raw)
-            if inst is not None:
-                if pending is not None:
-                    instructions.append(_instruction_from_line(pending[1], pending[0], source))
-                    pending = None
-                instructions.append(inst)
-            elif pending is not None and not _INSTRUCTION_START.match(raw):
-                pending = (pending[0], pending[1] + "\n" + raw)  # a multi-line literal
-            else:
-                if pending is not None:
-                    instructions.append(_instruction_from_line(pending[1], pending[0], source))
-                pending = (start + i, raw)
+                stripped += " " + lines[i].strip()
+            header = stripped
+            module_name = stripped[9:].split(",", 1)[0].strip()
+            if not module_name:
+                raise HloParseError("'HloModule' without a name", source=source,
+                                    line=start + 1, column=1)
+            seen_anything = True
             i += 1
-        if pending is not None:
-            instructions.append(_instruction_from_line(pending[1], pending[0], source))
-        if not closed:
-            what = "file ends" if is_last else "blank line"
-            raise HloParseError(f"{what} inside computation {name} (opened at line {opened})"
-                                + (": truncated?" if is_last else ""),
-                                source=source, line=start + n - 1)
-        if not instructions:
-            raise HloParseError(f"computation {name} has no instructions", source=source,
-                                line=opened)
-        roots = [x for x in instructions if x.is_root]
-        if len(roots) > 1:
-            raise HloParseError(f"more than one ROOT in computation {name}", source=source,
-                                line=opened)
-        # XLA's convention: without a ROOT line the last instruction is the root
-        root = roots[0] if roots else instructions[-1]
-        comp = HloComputation(name, instructions, root, is_entry, stripped)
-        _check_operands(comp, source, opened)
-        out.append(comp)
+            continue
+        if stripped in _INFO_SECTIONS:
+            while i < n and lines[i].strip():
+                i += 1
+            continue
+        if not stripped.endswith("{") or not _COMPUTATION_HEADER.match(stripped):
+            if not seen_anything:
+                raise HloParseError(f"not HLO text: expected 'HloModule <name>' or a "
+                                    f"computation, found {stripped[:60]!r}", source=source,
+                                    line=i + 1, column=1)
+            raise HloParseError(f"unexpected text outside any computation: {stripped[:60]!r}",
+                                source=source, line=i + 1,
+                                column=len(lines[i]) - len(lines[i].lstrip()) + 1)
+        seen_anything = True
+        end = _block_end_guess(lines, i)
+        comp = _BLOCK_CACHE.get("\n".join(lines[i:end + 1])) if end > 0 else None
+        if comp is None:
+            items, end = _scan_computation(lines, i, source)
+            comp = _parse_computation(lines, i, items, source)
+            if not comp.inlined:  # those are renamed per module: not shared
+                _BLOCK_CACHE["\n".join(lines[i:end + 1])] = comp
+        if comp.inlined:
+            _add_inlined(comp, computations, comp_lines, i + 1)
+        if comp.name in computations:
+            raise HloParseError(f"computation {comp.name} defined twice", source=source,
+                                line=i + 1, column=1)
+        computations[comp.name] = comp
+        comp_lines[comp.name] = i + 1
+        if comp.is_entry:
+            if entry is not None:
+                raise HloParseError(f"a second ENTRY computation ({comp.name}; the first was "
+                                    f"{entry.name})", source=source, line=i + 1, column=1)
+            entry = comp
+        i = end + 1
+    if not computations:
+        what = "no computations after the HloModule line (truncated?)" if header else \
+            "empty file, expected 'HloModule <name>' and computations"
+        raise HloParseError(what, source=source, line=max(1, n - 1 if text.endswith("\n") else n))
+    if entry is None:  # XLA takes the last computation when none is marked ENTRY
+        entry = list(computations.values())[-1]
+    module = HloModule(module_name if module_name is not None else "module_" + entry.name,
+                       header or "", computations, entry, source, comp_lines)
+    for comp in computations.values():
+        for callee in comp.callees:
+            if callee not in computations:
+                caller = next(x for x in comp.instructions if callee in x.called)
+                raise HloParseError(f"instruction {caller.name} calls unknown computation "
+                                    f"{callee}", source=source,
+                                    line=module.line_of(comp, caller), column=None)
+    return module
+
+
+def _name_inline(comp: HloComputation, caller: Instruction, computations: dict) -> None:
+    """XLA names a computation written inline ``_``, then ``_.1``, ``_.2`` ..."""
+    placeholder = comp.name
+    name, k = "_", 0
+    while name in computations:
+        k += 1
+        name = f"_.{k}"
+    comp.name = name
+    caller.called = [name if c == placeholder else c for c in caller.called]
+    caller._attr_text = caller._attr_text.replace("%" + placeholder, "%" + name)
+    caller.line = caller.line.replace("%" + placeholder, "%" + name)
+
+
+def _add_inlined(comp: HloComputation, computations: dict, comp_lines: dict, line: int):
+    for inner, caller in comp.inlined:
+        _add_inlined(inner, computations, comp_lines, line)
+        _name_inline(inner, caller, computations)
+        computations[inner.name] = inner
+        comp_lines[inner.name] = line
+    comp.callees = list(dict.fromkeys(c for i in comp.instructions for c in i.called))
+
+
+def _block_end_guess(lines: list, start: int) -> int:
+    """The first line after ``start`` that begins with '}' (usually the closing one), or -1."""
+    for i in range(start + 1, len(lines)):
+        raw = lines[i]
+        if raw[:1] == "}" or raw.lstrip()[:1] == "}":
+            return i
+    return -1
+
+
+def _scan_computation(lines: list, start: int, source):
+    """The instructions of the computation whose header is at ``start``, as
+    [line index, text, cached Instruction or None] (an instruction over several lines
+    joined into one text, newlines kept), and the index of the closing line."""
+    cache = _LINE_CACHE
+    items: list = []
+    depth = 0  # brackets the instruction being continued leaves open
+    i, n = start + 1, len(lines)
+    while i < n:
+        raw = lines[i]
+        inst = cache.get(raw)
+        if inst is not None and depth <= 0:
+            items.append([i, raw, inst])
+            i += 1
+            continue
+        s = raw.strip()
+        if not s:
+            i += 1
+            continue
+        if depth > 0:
+            items[-1][1] += "\n" + raw
+            depth += _open_brackets(raw)
+        elif not items:
+            if s[0] == "}":
+                return items, i
+            items.append([i, raw, None])
+        else:
+            prev = items[-1][1]
+            if prev[-1:] in (",", "{") or s[0] == "," or (
+                    not _FAST_LINE.match(raw) and _open_brackets(prev) > 0):
+                # the instruction above goes on here (attributes, a literal, a bare comma,
+                # a computation written inline)
+                items[-1][1] = prev + "\n" + raw
+                items[-1][2] = None
+                depth = _open_brackets(items[-1][1])
+            elif s[0] == "}":
+                return items, i
+            elif _INSTRUCTION_START.match(raw) or _FAST_LINE.match(raw):
+                items.append([i, raw, None])
+            else:
+                items[-1][1] = prev + "\n" + raw
+                items[-1][2] = None
+        i += 1
+    m = _COMPUTATION_HEADER.match(lines[start].strip())
+    last = n
+    while last > 1 and not lines[last - 1].strip():
+        last -= 1
+    raise HloParseError(f"file ends inside computation {m.group(2)} (opened at line "
+                        f"{start + 1}): truncated?", source=source, line=last)
+
+
+def _parse_computation(lines: list, start: int, items: list, source) -> HloComputation:
+    header = lines[start].strip()
+    m = _COMPUTATION_HEADER.match(header)
+    name, is_entry = m.group(2), m.group(1) is not None
+    cache = _LINE_CACHE
+    instructions: list[Instruction] = []
+    offsets: list[int] = []
+    needs_resolve = False
+    comp_inline: list = []
+    for index, raw, inst in items:
+        if inst is not None:
+            instructions.append(inst)
+            offsets.append(index - start)
+            continue
+        inline = []
+        if "={" in raw and _INLINE_COMPUTATION.search(raw):
+            raw, inline = _extract_inline(raw, index + 1, source)
+        try:
+            parsed = _instructions_of(raw)
+        except _LineError as e:
+            col = e.offset + 1
+            raise HloParseError(str(e), source=source, line=index + 1,
+                                column=col if col <= len(lines[index]) + 1 else None) from None
+        if inline:
+            comp_inline += [(c, parsed[-1]) for c in inline]
+        elif len(parsed) == 1 and parsed[0].shape is not None:
+            cache[raw] = parsed[0]
+        else:
+            needs_resolve = True
+        instructions.extend(parsed)
+        offsets.extend([index - start] * len(parsed))
+    if not instructions:
+        raise HloParseError(f"computation {name} has no instructions", source=source,
+                            line=start + 1, column=1)
+    if needs_resolve:
+        instructions = _resolve(instructions, name, source, start, offsets)
+    roots = [k for k, x in enumerate(instructions) if x.is_root]
+    if len(roots) > 1:
+        raise HloParseError(f"more than one ROOT in computation {name}", source=source,
+                            line=start + 1 + offsets[roots[1]], column=1)
+    # XLA's convention: without a ROOT line the last instruction is the root
+    root = instructions[roots[0]] if roots else instructions[-1]
+    comp = HloComputation(name, instructions, root, is_entry, header, tuple(offsets))
+    comp.inlined = comp_inline
+    _check_operands(comp, source, start)
+    return comp
+
+
+_INLINE_COMPUTATION = re.compile(r"(?:^|[\s,])(?:" + "|".join(_CALLING_ATTRS) +
+                                 r")=\{\s*(?:ROOT\s+)?%?[A-Za-z_][\w.\-]*\s*=")
+_INLINE_NAME = "\x00inline"
+
+
+def _extract_inline(text: str, line: int, source):
+    """Computations written inline as an attribute's value (``to_apply={ ... }``): parsed on
+    their own and replaced in ``text`` by a placeholder name that the module resolves to
+    XLA's name for them (``_``, ``_.1``, ...)."""
+    found = []
+    while True:
+        m = _INLINE_COMPUTATION.search(text)
+        if not m:
+            return text, found
+        open_pos = text.index("{", m.start())
+        close = _matching_brace(text, open_pos)
+        if close < 0:
+            raise HloParseError("unterminated computation written inline", source=source,
+                                line=line)
+        inner = ["_ {"] + text[open_pos + 1:close].split("\n") + ["}"]
+        items, _ = _scan_computation(inner, 0, source)
+        comp = _parse_computation(inner, 0, items, source)
+        comp.name = f"{_INLINE_NAME}{id(comp)}"
+        found.append(comp)
+        text = text[:open_pos] + "%" + comp.name + text[close + 1:]
+
+
+def _matching_brace(text: str, open_pos: int) -> int:
+    depth, in_str, i, n = 0, False, open_pos, len(text)
+    while i < n:
+        c = text[i]
+        if in_str:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return -1
+
+
+def _resolve(instructions: list, comp_name: str, source, start: int, offsets: list) -> list:
+    """Name nested instructions and infer omitted result shapes, in order (as XLA does)."""
+    from .shape_inference import infer_shape
+    names = {x.name for x in instructions if x.name}
+    by_name: dict[str, Instruction] = {}
+    out = []
+    for k, x in enumerate(instructions):
+        if not x.name:
+            base = x.opcode + ".anon"
+            candidate, j = base, 0
+            while candidate in names:
+                j += 1
+                candidate = f"{base}.{j}"
+            names.add(candidate)
+            x.name = candidate
+        x.operands = [o if isinstance(o, str) else o.name for o in x.operands]
+        if x.shape is None:
+            try:
+                x.shape = infer_shape(x, [by_name[o].shape if o in by_name else None
+                                          for o in x.operands])
+            except ValueError as e:
+                raise HloParseError(f"cannot infer the result shape of {x.name}: {e}",
+                                    source=source, line=start + 1 + offsets[k]) from None
+        by_name[x.name] = x
+        out.append(x)
     return out
 
 
-def _check_operands(comp: HloComputation, source, start_line) -> None:
+def _check_operands(comp: HloComputation, source, start: int) -> None:
     by_name = {i.name: i for i in comp.instructions}
     if len(by_name) != len(comp.instructions):
-        raise HloParseError(f"duplicate instruction name in computation {comp.name}",
-                            source=source, line=start_line)
-    for inst in comp.instructions:
+        seen = set()
+        for k, inst in enumerate(comp.instructions):
+            if inst.name in seen:
+                raise HloParseError(f"instruction name {inst.name} used twice in computation "
+                                    f"{comp.name}", source=source,
+                                    line=start + 1 + comp.line_offsets[k])
+            seen.add(inst.name)
+    for k, inst in enumerate(comp.instructions):
         for op in inst.operands:
             if op not in by_name:
+                line = start + 1 + comp.line_offsets[k]
                 raise HloParseError(
                     f"instruction {inst.name} in computation {comp.name} uses undefined "
-                    f"operand {op}", source=source, line=start_line)
+                    f"operand {op}", source=source, line=line,
+                    column=_column_of(inst.line, op))
     comp._by_name = by_name
+
+
+def _column_of(text: str, word: str) -> int | None:
+    i = text.find("%" + word)
+    if i < 0:
+        i = text.find(word, text.find("(") + 1)
+    return i + 1 if i >= 0 else None

@@ -130,9 +130,9 @@ def test_older_operand_format_with_shapes():
     ("hello world\n", 1, "not HLO"),
     ("", 1, "empty"),
     (MINIMAL[:MINIMAL.index("ROOT %o")], 13, "truncated"),
-    (MINIMAL.replace("reduce(%p, %c)", "reduce(%p, %nope)"), 9, "undefined operand nope"),
+    (MINIMAL.replace("reduce(%p, %c)", "reduce(%p, %nope)"), "12:25", "undefined operand nope"),
     (MINIMAL.replace("%c = f32[] constant(0)", "%c = f32[ constant(0)"), 11, "shape"),
-    (MINIMAL.replace("to_apply=%add", "to_apply=%missing"), None, "unknown computation missing"),
+    (MINIMAL.replace("to_apply=%add", "to_apply=%missing"), 12, "unknown computation missing"),
 ])
 def test_bad_input_names_file_and_line(text, line, words):
     with pytest.raises(HloParseError) as info:
