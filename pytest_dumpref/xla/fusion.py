@@ -10,11 +10,23 @@ log of XLA's InstructionFusion pass as a JavaScript array::
 
 Each line is a decision in the compiler's words.  ``FusionDecision`` keeps those words
 (``reason``) so a claim can assert against them, not against a paraphrase.
+
+Which frames count as decisions: a frame ``Fused |P| into |F| ...`` is one decision (P was
+fused; F is the fusion that holds it), a frame ``Not fusing |P| into |C| as REASON`` is one
+(refused, for REASON).  ``About to fuse |P| into |C|`` only announces the next ``Fused`` frame
+and names the consumer as it was before the fusion; it is not counted.  XLA writes one page
+per computation the pass visits (``<computation>.module_NNNN...``); it logs nothing about an
+operand that cannot be fused at all (a parameter) and no refusal that involves a
+get-tuple-element.
+
+``compare`` lines the log up with the model of ``fusion_policy`` (which replays the pass), and
+``fusion_report`` does it for every module of a dump folder.
 """
 from __future__ import annotations
 
 import json
 import re
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +53,7 @@ class FusionDecision:
     consumer_origin: str
     fusion: str | None
     file: str
+    computation: str = ""       # the computation the pass was fusing (from the file name)
 
     def __str__(self) -> str:
         verb = "fused" if self.fused else "did not fuse"
@@ -71,6 +84,7 @@ def read_fusion_log(path) -> list[FusionDecision]:
         raise FusionLogError(f"{path}: the frames log is not readable ({e.msg} at {e.pos})") from None
     fm = _FILE.match(path.name)
     pass_label = (fm.group("pass") if fm else "") or "fusion"
+    computation = fm.group("comp") if fm else ""
     origin: dict[str, str] = {}   # fusion instruction -> the consumer it grew from
     pending: dict[str, str] = {}  # producer -> consumer announced by "About to fuse"
     out: list[FusionDecision] = []
@@ -88,13 +102,13 @@ def read_fusion_log(path) -> list[FusionDecision]:
             root = origin.get(consumer, consumer)
             origin[f["f"]] = root
             out.append(FusionDecision(f["p"], consumer, True, text, pass_label,
-                                      root, f["f"], str(path)))
+                                      root, f["f"], str(path), computation))
             continue
         n = _NOT.match(text)
         if n:
             why = n["why"].strip()
             out.append(FusionDecision(n["p"], n["c"], False, why, pass_label,
-                                      origin.get(n["c"], n["c"]), None, str(path)))
+                                      origin.get(n["c"], n["c"]), None, str(path), computation))
     return out
 
 
@@ -130,3 +144,126 @@ def refusals(decisions, producer: str | None = None, consumer: str | None = None
         return want is None or name == want or name.split(".")[0] == want
     return [d for d in decisions if not d.fused and match(d.producer, producer)
             and (match(d.consumer, consumer) or match(d.consumer_origin, consumer))]
+
+
+# ---- the log against the model ---------------------------------------------------------------
+
+HOW_TO_DUMP = ("dump with XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_pass_re=.* "
+               "--xla_dump_fusion_visualization' (or the compiler options xla_dump_to, "
+               "xla_dump_hlo_pass_re='.*', xla_dump_fusion_visualization=True)")
+
+
+def verdict(d: FusionDecision) -> str:
+    """"fused", or the compiler's full reason for a refusal."""
+    return "fused" if d.fused else d.reason
+
+
+def compare(log: list, predicted: list) -> list[dict]:
+    """The log's decisions beside the model's, in the log's order, one row per decision.
+
+    Both lists are in the pass's order.  They are aligned on (producer, the instruction the
+    consumer grew from, verdict) with difflib, so that one wrong prediction costs one row,
+    not every row after it.  A row ``agree``s when all three are equal.  A decision the
+    model makes that the log lacks gets a row with ``compiler`` None; one it lacks, a row
+    with ``predicted`` None.  ``rule`` names the restated XLA rule that made the prediction."""
+    a = [(d.producer, d.consumer_origin, verdict(d)) for d in log]
+    b = [(p.producer, p.consumer_origin, p.verdict) for p in predicted]
+    rows = []
+
+    def row(d, p):
+        rows.append({"computation": (d.computation if d else p.computation),
+                     "producer": d.producer if d else p.producer,
+                     "consumer": d.consumer if d else p.consumer,
+                     "compiler": verdict(d) if d else None,
+                     "predicted": p.verdict if p else None,
+                     "rule": p.rule if p else None,
+                     "agree": bool(d and p and a[log.index(d)] == b[predicted.index(p)])})
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if op == "equal":
+            for d, p in zip(log[i1:i2], predicted[j1:j2]):
+                row(d, p)
+            continue
+        ds, ps = log[i1:i2], predicted[j1:j2]
+        for k in range(max(len(ds), len(ps))):
+            d = ds[k] if k < len(ds) else None
+            p = ps[k] if k < len(ps) else None
+            if d is not None and p is not None and (d.producer, d.consumer_origin) != (p.producer, p.consumer_origin):
+                row(d, None)
+                row(None, p)
+            else:
+                row(d, p)
+    return rows
+
+
+@dataclass
+class ModuleFusion:
+    """One module of a dump: the snapshot the fusion pass saw, the log, the model's replay."""
+    module: str
+    before: object               # dump.Snapshot
+    log: list
+    predicted: list              # fusion_policy.Prediction, logged ones only
+    rows: list
+
+    @property
+    def agreed(self) -> int:
+        return sum(1 for r in self.rows if r["agree"])
+
+    def as_dict(self) -> dict:
+        return {"module": self.module, "snapshot": str(self.before.path),
+                "decisions": [{k: r[k] for k in ("producer", "consumer", "compiler", "predicted")}
+                              | {"computation": r["computation"], "rule": r["rule"], "agree": r["agree"]}
+                              for r in self.rows],
+                "predicted": self.agreed, "logged": len(self.log)}
+
+
+def snapshot_before_fusion(dump):
+    """The snapshot the ``fusion`` pass saw: the one before the snapshot written after it
+    (with ``--xla_dump_hlo_pass_re=.*`` a snapshot is written only when a pass changed the
+    module), else the one announcing it (``before_fusion``).  None when neither exists."""
+    snaps = dump.snapshots
+    for i, s in enumerate(snaps):
+        if s.after == "fusion" and i > 0:
+            return snaps[i - 1]
+    for s in reversed(snaps):
+        if s.before == "fusion":
+            return s
+    return None
+
+
+def module_fusion(dump, *, log=None, **model_options) -> ModuleFusion:
+    """The fusion pass of one dumped module: its log (read from the dump's fusion
+    visualization unless given) against the model's replay of the snapshot it saw."""
+    from .dump import DumpError
+    from .fusion_policy import predict
+    before = snapshot_before_fusion(dump)
+    if before is None:
+        raise DumpError(f"{dump.folder}: module {dump.files.key} has no snapshot before the fusion "
+                        f"pass (did it run? {HOW_TO_DUMP})")
+    if log is None:
+        log = [d for d in dump.fusion_decisions() if d.pass_name == "fusion"]
+    results = predict(before.module, **model_options)
+    order = {r.computation: k for k, r in enumerate(results)}
+    # the pages come one per computation, in file-name order: put them in the pass's order
+    log = sorted(log, key=lambda d: order.get(d.computation, len(order)))
+    predicted = [p for r in results for p in r.decisions if p.logged]
+    return ModuleFusion(dump.files.key, before, log, predicted, compare(log, predicted))
+
+
+def fusion_report(folder, module: str | None = None, **model_options) -> list[ModuleFusion]:
+    """``module_fusion`` for each module of a dump folder (or the one named)."""
+    from .dump import Dump, DumpError, DumpFolder
+    df = DumpFolder(folder)
+    mods = df.find(module)
+    if not mods:
+        raise DumpError(f"{df.folder}: no module {module!r} (modules: "
+                        f"{', '.join(m.key for m in df.modules)})")
+    out = []
+    for m in mods:
+        if not list(df.folder.glob(f"*.module_{m.id}.*_fusion.html")):
+            if module is None and len(mods) > 1:
+                continue       # a module the fusion pass never logged for (nothing to fuse)
+            raise DumpError(f"{df.folder}: no fusion log for {m.key} (*_fusion.html); {HOW_TO_DUMP}")
+        out.append(module_fusion(Dump(m)))
+    if not out:
+        raise DumpError(f"{df.folder}: no fusion log (*_fusion.html); {HOW_TO_DUMP}")
+    return out
