@@ -12,8 +12,12 @@ The method, in one place, because a timing claim is only as good as its method:
   call timed on its own; the round's sample is its fastest call), in a freshly shuffled
   order (seeded, recorded).  Drift in the machine's load then hits all variants alike,
   and differences are taken per round (paired), not between two separate runs.
-* **An A/A control.**  A plan names one variant twice (same options, compiled twice);
-  the paired difference between the two copies is the noise floor of the method.
+* **An A/A control.**  A plan names one variant twice (same program, same options); the
+  paired difference between the two copies is the noise floor of the method.  jax caches
+  executables by program and options, so a second ``jit(fn).lower(x).compile()`` with the
+  same options returns the *same* executable; the copy is therefore compiled with one inert
+  option added (``xla_dump_max_hlo_modules``, which matters only when dumping, and nothing is
+  dumped), and the worker checks that it got a distinct executable with identical HLO.
 * **Bandwidth measured the same way.**  Two calibration kernels are timed in the same
   rounds: a streaming kernel (``y = 2 * x`` over an array the size the plan names: one
   read stream, one write stream) and a dispatch kernel (the same over 8 elements: the
@@ -57,6 +61,9 @@ class TimingPlan:
               (standard normal from ``seed``).
     variants: variant name -> compiler options (``xla_disable_hlo_passes`` etc.).
               Name one configuration twice to get the A/A control.
+    programs: variant name -> ``(program, args)`` for variants of another program than
+              ``program`` (one run can time several programs, each with its own A/A pair,
+              against one calibration); variants of one program share its input arrays.
     stream_shape: shape of the f32 array the streaming calibration kernel reads and
               writes; the same size as the traffic being predicted, so that both sit at
               the same level of the memory hierarchy.
@@ -71,19 +78,40 @@ class TimingPlan:
     seed: int = 0
     cpu: int | None = None
     timeout_s: float = 300.0
+    programs: dict = field(default_factory=dict)
+
+    def program_of(self, variant: str) -> tuple:
+        """(program, args) of ``variant``."""
+        return self.programs.get(variant, (self.program, self.args))
 
     def to_json(self) -> dict:
         d = asdict(self)
-        d["args"] = [[str(dt), list(shape)] for dt, shape in self.args]
+        d["args"] = _args_json(self.args)
         d["stream_shape"] = list(self.stream_shape)
+        d["programs"] = {k: [prog, _args_json(args)] for k, (prog, args) in self.programs.items()}
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "TimingPlan":
         d = dict(d)
-        d["args"] = tuple((dt, tuple(shape)) for dt, shape in d["args"])
+        d["args"] = _args_tuple(d["args"])
         d["stream_shape"] = tuple(d["stream_shape"])
+        d["programs"] = {k: (prog, _args_tuple(args)) for k, (prog, args) in d.get("programs", {}).items()}
         return cls(**d)
+
+
+def _args_json(args) -> list:
+    return [[str(dt), list(shape)] for dt, shape in args]
+
+
+def _args_tuple(args) -> tuple:
+    return tuple((dt, tuple(shape)) for dt, shape in args)
+
+
+# Added to the options of an A/A copy so that jax compiles it afresh instead of returning the
+# cached executable of its twin: it bounds how many modules a dump may hold, and nothing is
+# dumped.  Copy k gets -2-k (the default is -1).
+AA_INERT_OPTION = "xla_dump_max_hlo_modules"
 
 
 @dataclass
@@ -95,6 +123,9 @@ class VariantTiming:
     samples: list
     minor_faults_per_call: float
     hlo_text: str = field(default="", repr=False)
+    flops: float = 0.0
+    transcendentals: float = 0.0
+    compiled_options: dict = field(default_factory=dict)   # as compiled (A/A copy: + the inert option)
 
     @property
     def median(self) -> float:
@@ -302,21 +333,52 @@ def _stream(x):
     return x * 2.0
 
 
+def fill(rng, dtype: str, shape: tuple):
+    """A program's argument: standard normal for floats; for integer types (indices such as
+    labels) uniform in [0, 1000)."""
+    import numpy as np
+    if np.issubdtype(np.dtype(dtype), np.integer):
+        return rng.integers(0, 1000, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
 def _worker(plan: TimingPlan) -> dict:
     cpu = _pin(plan.cpu)                       # before jax exists: XLA sizes its pools from this
     import jax
     import numpy as np
 
     rng = np.random.default_rng(plan.seed)
-    fn = resolve_program(plan.program)
-    args = [jax.device_put(rng.standard_normal(shape).astype(dtype)) for dtype, shape in plan.args]
+    inputs = {}    # (program, args) -> (function, arrays): variants of one program share them
+    for name in plan.variants:
+        key = plan.program_of(name)
+        if key not in inputs:
+            ref, shapes = key
+            inputs[key] = (resolve_program(ref),
+                           [jax.device_put(fill(rng, dtype, shape)) for dtype, shape in shapes])
     stream_x = jax.device_put(rng.standard_normal(plan.stream_shape).astype(np.float32))
     tiny_x = jax.device_put(np.ones(8, np.float32))
 
-    kernels = {}   # name -> (compiled, args, options)
+    kernels = {}   # name -> (compiled, args, options as compiled)
+    twins = {}     # (program, args, options) -> the first variant compiled with them
+    copies = {}    # ... -> how many A/A copies of it so far
     for name, options in plan.variants.items():
-        kernels[name] = (jax.jit(fn).lower(*args).compile(compiler_options=dict(options) or None),
-                         args, dict(options))
+        key = plan.program_of(name)
+        fn, args = inputs[key]
+        options = dict(options)
+        twin_key = (key, json.dumps(options, sort_keys=True))
+        twin = twins.setdefault(twin_key, name)
+        if twin != name:   # an A/A copy: the same program compiled again, not fetched from the cache
+            copies[twin_key] = copies.get(twin_key, 0) + 1
+            options[AA_INERT_OPTION] = -1 - copies[twin_key]
+        compiled = jax.jit(fn).lower(*args).compile(compiler_options=options or None)
+        if twin != name:
+            first = kernels[twin][0]
+            if compiled.runtime_executable() is first.runtime_executable():
+                raise TimingError(f"{name}: jax returned the cached executable of {twin}; the A/A "
+                                  f"copy would time the same executable twice")
+            if compiled.as_text() != first.as_text():
+                raise TimingError(f"{name}: compiled again, it is not the program of {twin}")
+        kernels[name] = (compiled, args, options)
     kernels[STREAM] = (jax.jit(_stream).lower(stream_x).compile(), [stream_x], {})
     kernels[DISPATCH] = (jax.jit(_stream).lower(tiny_x).compile(), [tiny_x], {})
 
@@ -357,8 +419,11 @@ def _worker(plan: TimingPlan) -> dict:
     for name, (compiled, _, options) in kernels.items():
         cost = compiled.cost_analysis()
         cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-        variants[name] = {"name": name, "options": options,
+        variants[name] = {"name": name, "options": plan.variants.get(name, {}),
+                          "compiled_options": options,
                           "bytes_accessed": float(cost["bytes accessed"]),
+                          "flops": float(cost.get("flops", 0.0)),
+                          "transcendentals": float(cost.get("transcendentals", 0.0)),
                           "samples": samples[name],
                           "minor_faults_per_call": faults[name] / calls,
                           "hlo_text": compiled.as_text()}
