@@ -99,3 +99,79 @@ def sgd_step(params, x, y, lr=0.1):
         return jnp.mean((pred - y) ** 2)
     grads = jax.grad(loss)(params)
     return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+
+
+# ---- pieces of a model for the fusion study's programs (Study 2, across programs) ----------
+
+def rmsnorm(x, gamma, eps=1e-6):
+    return x * jax.lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + eps) * gamma
+
+
+def swiglu(x, w1, w3):
+    """The gated MLP of LLaMA-style models: silu(x @ w1) * (x @ w3)."""
+    a = x @ w1
+    return a * jax.nn.sigmoid(a) * (x @ w3)
+
+
+def attention_scores(q, k):
+    """One head's causal attention weights: softmax(q k^T / sqrt(d)) under a causal mask."""
+    s = (q @ k.T) / math.sqrt(q.shape[-1])
+    n = s.shape[-1]
+    s = jnp.where(jnp.tril(jnp.ones((n, n), dtype=bool)), s, jnp.finfo(s.dtype).min)
+    return softmax(s)
+
+
+def cross_entropy(logits, labels):
+    """Mean cross-entropy of integer labels: log-softmax, then the label's entry per row."""
+    m = jnp.max(logits, axis=-1, keepdims=True)
+    logp = logits - m - jnp.log(jnp.sum(jnp.exp(logits - m), axis=-1, keepdims=True))
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=-1))
+
+
+def mse_loss(pred, target):
+    return jnp.mean(jnp.square(pred - target))
+
+
+def adam_update(p, g, m, v, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, step=10):
+    """One Adam step (bias-corrected) on one parameter: new parameter and both moments."""
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * jnp.square(g)
+    mhat = m / (1 - b1 ** step)
+    vhat = v / (1 - b2 ** step)
+    return p - lr * mhat / (jnp.sqrt(vhat) + eps), m, v
+
+
+def sgd_momentum(p, g, buf, lr=0.01, momentum=0.9, weight_decay=1e-4):
+    buf = momentum * buf + g + weight_decay * p
+    return p - lr * buf, buf
+
+
+def gelu_grad(x):
+    """The gradient of sum(gelu(x)): the backward pass of an activation."""
+    return jax.grad(lambda t: jnp.sum(gelu(t)))(x)
+
+
+def layernorm_grad(x, gamma, beta):
+    """Gradients of sum(layernorm(x) ** 2) with respect to x, gamma and beta."""
+    return jax.grad(lambda *a: jnp.sum(layernorm(*a) ** 2), argnums=(0, 1, 2))(x, gamma, beta)
+
+
+def conv_bias_relu(x, w, b):
+    """A 3x3 convolution (NHWC, same padding), bias and ReLU: a CNN's basic block."""
+    y = jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return jax.nn.relu(y + b)
+
+
+def residual_layernorm(x, h, bias, gamma, beta):
+    """Post-norm residual: layernorm(x + h + bias), as after a block's projection."""
+    return layernorm(x + h + bias, gamma, beta)
+
+
+def huber_loss(pred, target, delta=1.0):
+    r = jnp.abs(pred - target)
+    return jnp.mean(jnp.where(r < delta, 0.5 * r * r, delta * (r - 0.5 * delta)))
+
+
+def bce_with_logits(logits, labels):
+    """Binary cross-entropy on logits, in the numerically stable form."""
+    return jnp.mean(jnp.maximum(logits, 0) - logits * labels + jnp.log1p(jnp.exp(-jnp.abs(logits))))
