@@ -969,3 +969,17 @@ def _fused_text(fname: str, fusion: Node, k: int) -> str:
 def _computation_text(comp: HloComputation) -> str:
     return "\n".join([comp.header] + [f"  {i.line.strip()}" if not i.line.startswith(" ") else i.line
                                       for i in comp.instructions] + ["}"])
+
+
+def undo_fusion_bytes(module: HloModule) -> tuple[int, int]:
+    """Bytes accessed (spill-style, ``traffic.module_traffic``) of the program as the model
+    says it runs without the fusion pass and with it, both after the fusion wrapper:
+    (unfused, fused).  Their difference is what undoing the pass costs in memory traffic."""
+    from .hlo import parse_module
+    from .traffic import module_traffic
+    name = module.source or module.name
+    unfused = parse_module(fused_module_text(module, predict(module, fuse=False, wrap=True)),
+                           source=f"{name} (model: fusion disabled)")
+    fused = parse_module(fused_module_text(module, predict(module, wrap=True)),
+                         source=f"{name} (model: after fusion)")
+    return module_traffic(unfused).bytes_accessed, module_traffic(fused).bytes_accessed
