@@ -200,11 +200,10 @@ def _print_tour(report: dict) -> None:
               f"written {i['bytes_written']:,} B")
         print(f"optimized:            {o['kernels']} kernels, read {o['bytes_read']:,} B, "
               f"written {o['bytes_written']:,} B")
-        print("score = |d bytes read|/R0 + |d bytes written|/W0 + instructions changed/N0, "
-              "with the module before optimizations'")
+        print("score = |d bytes read|/R0 + |d bytes written|/W0 + instructions changed/N0 "
+              "([score] above), with")
         print(f"  R0 = {b['R0']:,} B read, W0 = {b['W0']:,} B written, N0 = {b['N0']:,} "
-              f"instructions compared (entry computation and the computations its calls, "
-              f"whiles and conditionals run)")
+              f"instructions compared: the module before optimizations'")
         for p in m["passes"]:
             _print_pass(p)
 

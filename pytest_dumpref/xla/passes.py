@@ -62,16 +62,17 @@ DEFINITIONS: dict[str, str] = {
         "that calls them: a change inside one changes its caller."),
     "matching": (
         "Matching the instructions of a step, in four rounds, each pairing one to one what the "
-        "rounds before left over. (1) Unchanged: same computation, same line without "
+        "rounds before left over. (1) Unchanged: in the same computation, the same line without "
         "metadata={...}, and, for an instruction that calls computations, the same text of "
-        "those. (2) Same name on both sides (with its numeric suffix, e.g. add.12): renamed if "
-        "the two lines are equal once the instruction's own name, ROOT and every numeric name "
-        "suffix (.123) are dropped, in the line and in the computations compared with it (so an "
-        "operand that now names another instruction of the same base name, subtract.7 -> "
-        "subtract.5, is a renaming), rewritten otherwise. (3) Equal once so reduced: renamed. "
-        "(4) Left over: added (later state) or removed (earlier state). Computations are "
-        "compared by name without numeric suffix. Instructions changed = added + removed + "
-        "rewritten; renamed ones are not counted."),
+        "those (numeric name suffixes dropped). (2) The same name on both sides, numeric suffix "
+        "included (add.12 and add.12): renamed if the two lines are equal once the "
+        "instruction's own name, ROOT and every numeric name suffix (.123) are dropped from the "
+        "line and from the computations it calls, so an operand that now names another "
+        "instruction of the same base name (subtract.7 -> subtract.5) makes a renaming; "
+        "rewritten otherwise. (3) Equal, so reduced, to an instruction of the other side: "
+        "renamed. (4) Left over: added (later state) or removed (earlier state). Computations "
+        "are told apart by their names without numeric suffix. Instructions changed = added + "
+        "removed + rewritten; renamed ones are not counted."),
     "kernels": (
         "Kernel: an instruction of the entry computation that runs code of its own and so reads "
         "its operands from memory and writes its result; a fusion is one kernel. Not kernels: "
@@ -100,17 +101,6 @@ DEFINITIONS: dict[str, str] = {
         "that kept its name but moves other bytes is both removed and added. Tables by shape "
         "group them by output shape without its layout."),
 }
-
-
-def definitions_text(keys=None, *, width: int | None = None) -> str:
-    """The rules named by ``keys`` (all by default), one paragraph each; ``width`` wraps them."""
-    import textwrap
-    out = []
-    for key in keys or DEFINITIONS:
-        text = DEFINITIONS[key]
-        out.append(textwrap.fill(text, width, break_on_hyphens=False, break_long_words=False)
-                   if width else text)
-    return "\n\n".join(out) if width else " ".join(out)
 
 
 def shape_without_layout(shape: str) -> str:
