@@ -525,7 +525,8 @@ def test_04_rank2_algsimp(study, evidence):
                         "x/c -> x*(1/c), reshape(reshape(x)) -> reshape(x), transpose with the "
                         "identity permutation -> x, and so on, to a fixed point.")
     removed = Counter(i.opcode for i in ch.removed)
-    evidence.table("instructions algsimp removed, by opcode", sorted(removed.items()))
+    evidence.table("instructions algsimp removed, by opcode",
+                   [["opcode", "removed"]] + sorted(removed.items()))
     a, b = ch.before.module, ch.after.module
     evidence.number("divides before", _count(a, "divide"))
     evidence.number("divides after", _count(b, "divide"))
@@ -601,7 +602,8 @@ def test_07_rank5_dot_library_rewriter(study, evidence):
                         "ops around them that a library supports into kCustom fusions the CPU runtime "
                         "runs with YNNPACK.")
     removed = Counter(i.opcode for i in ch.removed)
-    evidence.table("instructions outlined into library fusions, by opcode", sorted(removed.items()))
+    evidence.table("instructions outlined into library fusions, by opcode",
+                   [["opcode", "outlined"]] + sorted(removed.items()))
     assert ch.added and all(i.opcode == "fusion" and i.fusion_kind == "kCustom"
                             and "__ynn_fusion" in i.attrs.get("backend_config", "") for i in ch.added)
     assert removed["dot"] == 8 and removed["reduce"] >= 4 and removed["exponential"] == 1
