@@ -108,6 +108,12 @@ _COMPLEX = ("c64", "c128")
 _INTEGRAL = ("s2", "s4", "s8", "s16", "s32", "s64", "u2", "u4", "u8", "u16", "u32", "u64")
 
 
+# The refusal rules ``predict(without=...)`` can leave out, each by the function it restates.
+RULES = ("ShouldSkip", "ShouldFuse: non-scalar constant", "CanBeLoopFused",
+         "IsExpensive and ReusesOperandElements", "FusionWouldDuplicate and IsExpensive",
+         "ShouldFuse: lone constant", "ComputeGloballyUnfusible", "ShouldFuse: no fusible case")
+
+
 class FusionModelError(ValueError):
     """A module the model cannot replay; the message names the module and instruction."""
 
@@ -337,7 +343,8 @@ class _Pass:
     """InstructionFusion::Run with CpuInstructionFusion's overrides, on one computation."""
 
     def __init__(self, module: HloModule, comp: HloComputation, names: set, *,
-                 coupled_softmax_rule: bool = True):
+                 coupled_softmax_rule: bool = True, without: frozenset = frozenset()):
+        self.without = without
         self.module, self.comp, self.names = module, comp, names
         self.coupled_softmax_rule = coupled_softmax_rule
         self.nodes: dict[str, Node] = {}
@@ -398,6 +405,9 @@ class _Pass:
                         order.append(cur)
         return order
 
+    def on(self, rule: str) -> bool:
+        return rule not in self.without
+
     # -- ReusedOperandsOf / UpdateReusedOperandsForFusion ---------------------------------
     def reused_operands(self, n: Node) -> set:
         s = self.reused.get(id(n))
@@ -418,17 +428,18 @@ class _Pass:
     # -- CpuInstructionFusion::ShouldFuse -------------------------------------------------
     def should_fuse(self, consumer: Node, i: int) -> tuple[str | None, str]:
         """(None or the refusal, the rule that decided)."""
-        if consumer in self.skip:
+        if consumer in self.skip and self.on("ShouldSkip"):
             return "Don't fuse instructions from custom fusions/calls", "ShouldSkip"
         producer = consumer.operands[i]
-        if producer.opcode == "constant" and not _is_effective_scalar(producer.shape):
+        if producer.opcode == "constant" and not _is_effective_scalar(producer.shape) and \
+                self.on("ShouldFuse: non-scalar constant"):
             return "Don't fuse non-scalar constants.", "ShouldFuse: non-scalar constant"
         if _can_be_output_fused(producer, consumer):
             return None, "CanBeOutputFused"
         if _can_be_output_fused_into_some_operand(producer):
             return ("Bailing because producer can be output-fused into some operand.",
                     "CanBeOutputFusedIntoSomeOperand")
-        if not _can_be_loop_fused(producer):
+        if not _can_be_loop_fused(producer) and self.on("CanBeLoopFused"):
             return "Producer is not loop-fusible.", "CanBeLoopFused"
         if ((producer.opcode == "concatenate" and (len(producer.operands) > MAX_CONCATENATE_ARGUMENTS
                                                    or _minor_dim_concatenate(producer))) or
@@ -436,18 +447,19 @@ class _Pass:
                                                        or _minor_dim_concatenate(consumer)))):
             return "Concatenate fusion is inefficient.", "ShouldFuse: concatenate"
         if producer.opcode != "fusion" and is_expensive(producer) and \
-                id(producer) in self.reused_operands(consumer):
+                id(producer) in self.reused_operands(consumer) and self.on("IsExpensive and ReusesOperandElements"):
             return "Fusion is not profitable.", "IsExpensive and ReusesOperandElements"
         # InstructionFusion::ShouldFuse
         if producer is self.root:
             return "not fusing into the output of the root instruction", "InstructionFusion::ShouldFuse: root"
         would_duplicate = not (len(producer.users) == 1 and consumer in producer.users)
-        if would_duplicate and is_expensive(producer) and not _always_duplicable(producer):
+        if would_duplicate and is_expensive(producer) and not _always_duplicable(producer) and \
+                self.on("FusionWouldDuplicate and IsExpensive"):
             return "expensive producer would be duplicated", "FusionWouldDuplicate and IsExpensive"
         if consumer.opcode == "fusion" and producer.opcode == "reduce":
             if sum(1 for c in consumer.fused.clones if c.opcode == "reduce") > MAX_REDUCTIONS_IN_FUSION:
                 return "Too many reductions inside single fusion.", "ShouldFuse: kMaxReductionsInFusion"
-        if producer.opcode == "constant" and consumer.opcode != "fusion":
+        if producer.opcode == "constant" and consumer.opcode != "fusion" and self.on("ShouldFuse: lone constant"):
             return "Not fusing: insufficient non-constant nodes.", "ShouldFuse: lone constant"
         if producer.opcode == "fusion":
             return "Not fusing: producer is itself a fusion node.", "ShouldFuse: producer fusion"
@@ -461,7 +473,7 @@ class _Pass:
                 return None, "ShouldFuse: small matrix-vector dot"
         if consumer.opcode == "fusion" and consumer.kind == "kLoop":
             return None, "ShouldFuse: consumer is a loop fusion"
-        if _can_be_loop_fused(consumer):
+        if _can_be_loop_fused(consumer) or not self.on("ShouldFuse: no fusible case"):
             return None, "ShouldFuse: consumer is loop-fusible"
         return "Not fusing: not found a fusible case", "ShouldFuse: no fusible case"
 
@@ -613,7 +625,7 @@ class _Pass:
                 producer = inst.operands[i]
                 if not _is_fusible(producer):
                     continue
-                if id(producer) in do_not:
+                if id(producer) in do_not and self.on("ComputeGloballyUnfusible"):
                     reason, rule = NOT_DUPLICABLE, "ComputeGloballyUnfusible"
                 else:
                     reason, rule = self.should_fuse(inst, i)
@@ -848,17 +860,19 @@ def fused_computations_order(module: HloModule) -> list[HloComputation]:
 
 
 def predict(module: HloModule, *, fuse: bool = True, wrap: bool = False,
-            coupled_softmax_rule: bool = True) -> list[FusionResult]:
+            coupled_softmax_rule: bool = True, without=()) -> list[FusionResult]:
     """Replay the CPU fusion pass on ``module`` (the snapshot just before it): per computation
     it visits, every decision in the order the pass makes it, and what is left after it.
 
     ``wrap``: then the fusion wrapper that follows it, so that the computations left are the
     kernels the program runs.  ``fuse=False`` skips the fusion pass (the program compiled with
-    ``xla_disable_hlo_passes=fusion``)."""
+    ``xla_disable_hlo_passes=fusion``).  ``without``: rules (by the names in ``RULES``) the
+    replay leaves out, to show what each one decides."""
     names = {i.name for c in module.computations.values() for i in c.instructions}
     out = []
     for comp in fused_computations_order(module):
-        p = _Pass(module, comp, names, coupled_softmax_rule=coupled_softmax_rule)
+        p = _Pass(module, comp, names, coupled_softmax_rule=coupled_softmax_rule,
+                  without=frozenset(without))
         for n in p.nodes.values():
             if n.opcode == "reduce" and n.inst is not None:
                 region = module.computations.get(n.inst.attrs.get("to_apply", "").lstrip("%"))
