@@ -444,3 +444,39 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def plot_across_programs(points: list, path, *, title: str = "") -> Path:
+    """Predicted against measured extra time per call, one point per program, on log axes,
+    with the line measured = predicted and the band of a factor ``band`` around it.
+    ``points``: dicts with ``name``, ``predicted_us``, ``measured_us``, ``aa_us``.
+    Written without timestamps or version strings: equal numbers give equal bytes."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=100)
+    xs = [p["predicted_us"] for p in points]
+    ys = [max(p["measured_us"], 1e-3) for p in points]
+    lo, hi = min(xs + ys) / 1.5, max(xs + ys) * 1.5
+    ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8, label="measured = predicted")
+    ax.fill_between([lo, hi], [lo / 1.25, hi / 1.25], [lo * 1.25, hi * 1.25], color="#dddddd",
+                    label="within 25 %")
+    ax.errorbar(xs, ys, yerr=[abs(p["aa_us"]) for p in points], fmt="o", color="#c44e52",
+                ecolor="#8da0cb", capsize=3, label="program (whisker: its A/A difference)")
+    for p, x, y in zip(points, xs, ys):
+        ax.annotate(p["name"], (x, y), fontsize=7, xytext=(4, -3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("predicted extra us per call (extra bytes / measured bandwidth)")
+    ax.set_ylabel("measured extra us per call (median of paired rounds)")
+    ax.legend(fontsize=7, loc="upper left")
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, format="png", metadata={"Software": None})
+    plt.close(fig)
+    return path
