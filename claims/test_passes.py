@@ -294,7 +294,7 @@ def _count(module, opcode: str) -> int:
     "Compiled for CPU, the block passes through a few dozen pass snapshots and ends with under a "
     "third of the kernels and of the bytes it was traced with. XLA's cost analysis accounts for "
     "both byte counts, every difference named; matmuls are over 98 % of its flops.",
-    section="passes")
+    title="From traced to optimized", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     d = study.dump
@@ -428,7 +428,8 @@ def _cost_listing(evidence, study: Study, recipe_folder: Path, recorded: dict) -
     "Ranked by the share of the traced program they changed (bytes read, bytes written and "
     "instructions), the ten pass runs that changed the block most are, in order: fusion, "
     "algsimp, dot_decomposer, reshape-decomposer, dot-library-rewriter, algsimp again, "
-    "call-inliner, cse, reshape-mover and layout-assignment.", section="passes")
+    "call-inliner, cse, reshape-mover and layout-assignment.",
+    title="The ten pass runs that changed it most", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_02_the_ten_passes_that_changed_it_most(study, evidence):
     _record_dump(evidence, study.dump)
@@ -475,7 +476,7 @@ def test_02_the_ten_passes_that_changed_it_most(study, evidence):
     "fusion, XLA's loop fusion, changes the block most: chains of elementwise kernels become "
     "loop kernels whose intermediates never reach memory. The MLP's GELU was a chain of "
     "f32[4,128,1024] kernels of 2 MiB each; one loop kernel of that size remains.",
-    section="passes")
+    title="Rank 1: fusion", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_03_rank1_fusion(study, evidence):
     ch = _pass_evidence(evidence, study, 1, "fusion",
@@ -517,7 +518,8 @@ def test_03_rank1_fusion(study, evidence):
 @pytest.mark.claim(
     "algsimp's first run ranks second: it deletes the reshapes, identity transposes and "
     "identity broadcasts that tracing leaves around reductions and matmuls, and turns "
-    "divisions by a constant into multiplications.", section="passes")
+    "divisions by a constant into multiplications.",
+    title="Rank 2: algsimp, first run", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_04_rank2_algsimp(study, evidence):
     ch = _pass_evidence(evidence, study, 2, "algsimp",
@@ -551,7 +553,7 @@ def test_04_rank2_algsimp(study, evidence):
     "dot_decomposer puts the six matmuls on 3-D activations (the four attention projections and "
     "the two MLP matmuls) in canonical form, a 2-D dot on f32[512, k] between a transpose and a "
     "reshape; counted spill-style this adds bytes, each reshape a copy until later passes turn "
-    "it into a bitcast.", section="passes")
+    "it into a bitcast.", title="Rank 3: dot_decomposer", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_05_rank3_dot_decomposer(study, evidence):
     ch = _pass_evidence(evidence, study, 3, "dot_decomposer",
@@ -572,7 +574,7 @@ def test_05_rank3_dot_decomposer(study, evidence):
 @pytest.mark.claim(
     "reshape-decomposer turns every reshape that only reinterprets a row-major array into a "
     "bitcast, which moves no bytes: bytes read and written each fall by exactly what those "
-    "reshapes copied.", section="passes")
+    "reshapes copied.", title="Rank 4: reshape-decomposer", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_06_rank4_reshape_decomposer(study, evidence):
     ch = _pass_evidence(evidence, study, 4, "reshape-decomposer",
@@ -594,7 +596,8 @@ def test_06_rank4_reshape_decomposer(study, evidence):
 @pytest.mark.claim(
     "dot-library-rewriter hands the matmuls, and the reductions with the elementwise work that "
     "feeds them (the layer norms' sums, the softmax's max, exp and sum), to YNNPACK library "
-    "kernels: custom fusions of kind __ynn_fusion.", section="passes")
+    "kernels: custom fusions of kind __ynn_fusion.",
+    title="Rank 5: dot-library-rewriter", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_07_rank5_dot_library_rewriter(study, evidence):
     ch = _pass_evidence(evidence, study, 5, "dot-library-rewriter",
@@ -613,7 +616,7 @@ def test_07_rank5_dot_library_rewriter(study, evidence):
 @pytest.mark.claim(
     "algsimp's second run cleans up after reshape-mover: it folds the reshape chains around the "
     "per-row statistics of the layer norms (f32[4,128], 2 KiB each) into broadcasts.",
-    section="passes")
+    title="Rank 6: algsimp, second run", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_08_rank6_algsimp_again(study, evidence):
     ch = _pass_evidence(evidence, study, 6, "algsimp",
@@ -634,7 +637,7 @@ def test_08_rank6_algsimp_again(study, evidence):
 @pytest.mark.claim(
     "call-inliner inlines the calls jax traced for jnp.tril (the causal mask) and jnp.where "
     "(the masking select): the same kernels move from the called computations into the entry "
-    "computation, and not a byte changes.", section="passes")
+    "computation, and not a byte changes.", title="Rank 7: call-inliner", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_09_rank7_call_inliner(study, evidence):
     ch = _pass_evidence(evidence, study, 7, "call-inliner",
@@ -655,7 +658,7 @@ def test_09_rank7_call_inliner(study, evidence):
 @pytest.mark.claim(
     "cse removes the second x - mean of each layer norm (an f32[4,128,256] subtract of 512 KiB, "
     "and its broadcast) and adds nothing; the users it points at the surviving copy count as "
-    "renamed, not changed.", section="passes")
+    "renamed, not changed.", title="Rank 8: cse", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_10_rank8_cse(study, evidence):
     ch = _pass_evidence(evidence, study, 8, "cse",
@@ -685,7 +688,7 @@ def test_10_rank8_cse(study, evidence):
 @pytest.mark.claim(
     "reshape-mover moves reshapes of the layer norms' per-row statistics past the elementwise "
     "operations on them, so that algsimp can fold them; it only touches f32[4,128] and "
-    "f32[4,128,1] values.", section="passes")
+    "f32[4,128,1] values.", title="Rank 9: reshape-mover", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_11_rank9_reshape_mover(study, evidence):
     ch = _pass_evidence(evidence, study, 9, "reshape-mover",
@@ -700,7 +703,8 @@ def test_11_rank9_reshape_mover(study, evidence):
 @pytest.mark.claim(
     "layout-assignment gives the attention's batched dots row-major operands: the per-head "
     "transposes produce f32[4,4,128,64] in layout {3,1,2,0}, so it inserts four copies of 512 "
-    "KiB each, 2 MiB more read and 2 MiB more written.", section="passes")
+    "KiB each, 2 MiB more read and 2 MiB more written.",
+    title="Rank 10: layout-assignment", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_12_rank10_layout_assignment(study, evidence):
     ch = _pass_evidence(evidence, study, 10, "layout-assignment",
@@ -724,7 +728,8 @@ def test_12_rank10_layout_assignment(study, evidence):
 @pytest.mark.claim(
     "The optimized block keeps its intermediates in one preallocated temporary buffer of less "
     "than half their total size, since values that are not live at the same time share bytes; "
-    "the output buffer also holds several intermediates before the result.", section="passes")
+    "the output buffer also holds several intermediates before the result.",
+    title="Buffer assignment: intermediates share one temporary", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
     d = study.dump
@@ -763,7 +768,7 @@ def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
 @pytest.mark.claim(
     "Across the pass sequence, bytes read and written rise where passes canonicalise (matmuls "
     "decomposed, layouts fixed by copies) and fall where they simplify; the single largest fall "
-    "is fusion's.", section="passes")
+    "is fusion's.", title="Bytes across the pass sequence", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_14_bytes_across_the_pass_sequence(study, evidence, tmp_path):
     _record_dump(evidence, study.dump)
