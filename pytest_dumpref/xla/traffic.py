@@ -17,13 +17,14 @@ tests check.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .hlo import HloComputation, HloModule, Instruction, Shape
+from .hlo import HloComputation, HloModule, Instruction, Shape, wrapped_opcode
 
 __all__ = [
     "KernelTraffic", "ModuleTraffic", "Discrepancy", "Allocation", "BufferValue",
@@ -187,20 +188,43 @@ def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
 # ---- XLA's rules, restated per instruction -------------------------------------------------
 
 def _xla_size(shape: Shape) -> int:
-    # HloCostAnalysis sizes a tuple by its index table, an array by its data.
-    return shape.xla_byte_size(POINTER_SIZE)  # POINTER_SIZE is 8: the remembered fast path
+    """GetShapeSize as the CPU client's cost analysis sizes a shape: a tuple by its index
+    table (8 B a pointer), an array by its data, plus 4 B per dimension of size metadata
+    when any dimension is dynamic (``f32[<=16]`` is 64 + 4 B)."""
+    if shape.tuple_shapes is not None:
+        return POINTER_SIZE * len(shape.tuple_shapes)
+    if shape.dynamic_dims:
+        return shape.byte_size + 4 * len(shape.dims)
+    return shape.byte_size
 
 
-# Opcodes for which _Rules.instruction has a rule of its own (not output + every operand).
-_SPECIAL_RULE_OPCODES = frozenset({
+def _leaf_sizes(shape: Shape) -> list:
+    """GetShapeSize of every leaf (array or token) of a shape, depth first, as XLA's
+    ForEachLeafShape visits them; an array is its own single leaf, ``()`` has none."""
+    if shape.tuple_shapes is None:
+        return [_xla_size(shape)]
+    out = []
+    for s in shape.tuple_shapes:
+        out += _leaf_sizes(s)
+    return out
+
+
+# Instructions HloCostAnalysis counts as touching no memory.
+_ZERO_RULE_OPCODES = frozenset({
     "parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency",
-    "domain", "tuple", "slice", "dynamic-slice", "dynamic-update-slice", "gather",
-    "custom-call", "while", "call", "async-start", "conditional", "fusion",
+    "domain",
 })
+# Custom calls that only mark an outlinable block: XLA counts them as 0, any other as -1.
+_CALL_MARKERS = ('"__xla_internal_call_marker_before"', '"__xla_internal_call_marker_after"')
 
 
 class _Rules:
-    """HloCostAnalysis "bytes accessed", one instruction at a time, for one module."""
+    """HloCostAnalysis "bytes accessed", one instruction at a time, for one module.
+
+    ``terms`` gives an instruction's amount as the float additions XLA makes to build it
+    (for the float32 replay); ``instruction`` is their exact sum, or the total of the
+    computations a while, call, conditional or async-start runs.
+    """
 
     def __init__(self, module: HloModule):
         self.module = module
@@ -228,47 +252,93 @@ class _Rules:
     def operand_shape(self, comp: HloComputation, inst: Instruction, i: int) -> Shape:
         return comp.instruction(inst.operands[i]).shape
 
+    def called_computations(self, inst: Instruction):
+        """For an instruction whose amount is that of computations it runs: how it combines
+        them ("sum" or "max") and their names; None for any other instruction."""
+        op = inst.opcode
+        if op == "while":
+            return "sum", [_attr_name(inst, "body"), _attr_name(inst, "condition")]
+        if op == "call" or (op == "async-start" and inst.called):
+            return "sum", inst.called[:1]
+        if op == "conditional":
+            return "max", inst.called
+        return None
+
     def instruction(self, comp: HloComputation, inst: Instruction) -> float:
+        calls = self.called_computations(inst)
+        if calls is not None:
+            how, names = calls
+            amounts = [self.computation(c) for c in names]
+            return max(amounts) if how == "max" else sum(amounts)
+        return sum(self.terms(comp, inst))
+
+    def terms(self, comp: HloComputation, inst: Instruction) -> list:
+        """The amounts XLA adds (in float) to build this instruction's bytes accessed."""
         op = inst.opcode
         size = _xla_size
-        if op in ("parameter", "constant", "get-tuple-element", "bitcast", "after-all",
-                  "add-dependency", "domain"):
-            return 0
-        if op == "tuple":
-            return size(inst.shape)
-        if op == "transpose" and is_bitcast_transpose(comp, inst):
-            return 0
-        if op == "slice":
-            return 2 * size(inst.shape)
-        if op == "dynamic-slice":
-            return 2 * size(inst.shape) + size(self.operand_shape(comp, inst, 1))
-        if op == "dynamic-update-slice":
-            return 2 * size(self.operand_shape(comp, inst, 1)) + \
-                size(self.operand_shape(comp, inst, 2))
-        if op == "gather":
-            return 2 * size(inst.shape) + size(self.operand_shape(comp, inst, 1))
-        if op == "custom-call":
-            return -1
-        if op == "while":
-            return self.computation(_attr_name(inst, "body")) + \
-                self.computation(_attr_name(inst, "condition"))
-        if op in ("call", "async-start"):
-            return self.computation(inst.called[0])
-        if op == "conditional":
-            return max(self.computation(c) for c in inst.called)
+        if op in _ZERO_RULE_OPCODES:
+            return [0]
         if op == "fusion":
-            return self.fusion(inst)[0]
-        return sum(self.default_terms(comp, inst))
+            return self.fusion(inst)[1]["terms"]
+        operand = functools.partial(self.operand_shape, comp, inst)
+        if op == "tuple":  # only the index table is written
+            return [size(inst.shape)]
+        if op == "transpose" and is_bitcast_transpose(comp, inst):
+            return [0]
+        if op == "slice":
+            return [2 * size(inst.shape)]
+        if op == "dynamic-slice":  # the elements read, written, and the first start index
+            return [2 * size(inst.shape) + size(operand(1))]
+        if op == "dynamic-update-slice":
+            return [2 * size(operand(1)) + size(operand(2))]
+        if op == "gather":
+            return [2 * size(inst.shape) + size(operand(1))]
+        if op == "scatter":
+            return [self.scatter_bytes(comp, inst)]
+        if op == "custom-call":
+            return [0] if inst.attrs.get("custom_call_target") in _CALL_MARKERS else [-1]
+        if op == "triangular-solve":  # half of the triangular matrix is read
+            return [size(inst.shape), size(operand(0)) / 2, size(operand(1))]
+        if op == "cholesky":  # half of the matrix read, half of the result written
+            return [size(operand(0)) / 2, size(operand(0)) / 2]
+        if op == "infeed":
+            return [sum(_leaf_sizes(inst.shape))]
+        if op == "outfeed":
+            return [sum(_leaf_sizes(comp.instruction(o).shape)) for o in inst.operands]
+        if op in ("all-reduce", "all-reduce-start"):  # one integer sum
+            return [sum(_leaf_sizes(inst.shape)) +
+                    sum(size(operand(i)) for i in range(len(inst.operands)))]
+        if op == "async-start" or wrapped_opcode(op) is not None and op.endswith("-start"):
+            return self.wrapped_terms(comp, inst)
+        return self.default_terms(comp, inst)
 
     def default_terms(self, comp: HloComputation, inst: Instruction) -> list:
-        """The default rule's terms, in the order XLA adds them: output, then each operand."""
-        return [_xla_size(inst.shape)] + [_xla_size(self.operand_shape(comp, inst, i))
-                                          for i in range(len(inst.operands))]
+        """The default rule's terms, in the order XLA adds them: every leaf of the output,
+        then each operand (a tuple operand by its index table)."""
+        by_name = comp._by_name
+        return _leaf_sizes(inst.shape) + [_xla_size(by_name[o].shape) for o in inst.operands]
 
-    def uses_default_rule(self, comp: HloComputation, inst: Instruction) -> bool:
-        op = inst.opcode
-        return op not in _SPECIAL_RULE_OPCODES and not (
-            op == "transpose" and is_bitcast_transpose(comp, inst))
+    def scatter_bytes(self, comp: HloComputation, inst: Instruction) -> int:
+        """Each update is read, its elements of the operand read and written: 3x the
+        updates, plus the indices once (variadic: n operands, the indices, n updates)."""
+        n = (len(inst.operands) - 1) // 2
+        updates = sum(_xla_size(self.operand_shape(comp, inst, n + 1 + i)) for i in range(n))
+        return 3 * updates + _xla_size(self.operand_shape(comp, inst, n))
+
+    def wrapped_terms(self, comp: HloComputation, inst: Instruction) -> list:
+        """``<op>-start`` written without its computation: XLA wraps <op> in one, whose
+        amount is <op>'s own (operands: the start's; result: element 1 of its shape)."""
+        inner_op = wrapped_opcode(inst.opcode) or "custom-call"
+        shape = inst.shape.tuple_shapes[1] if inst.shape.is_tuple and \
+            len(inst.shape.tuple_shapes) > 1 else inst.shape
+        params = [Instruction(f"param.{k}", "parameter", comp.instruction(o).shape, [], [],
+                              None, "", "", False, k, str(k))
+                  for k, o in enumerate(inst.operands)]
+        inner = Instruction(inst.name + ".wrapped", inner_op, shape, [p.name for p in params],
+                            [], None, inst._attr_text, inst.line, True, None, inst.operand_text)
+        wrapper = HloComputation(inst.name + ".wrapped", params + [inner], inner, False, "")
+        wrapper._by_name = {x.name: x for x in wrapper.instructions}
+        return self.terms(wrapper, inner)
 
     def fusion(self, inst: Instruction):
         """(bytes, details): XLA's count for a fusion and what it read/wrote per operand."""
@@ -488,22 +558,18 @@ class _Float32Total:
         return self._totals[name]
 
     def instruction(self, comp: HloComputation, inst: Instruction) -> np.float32:
-        op = inst.opcode
-        if op == "while":  # a fresh total, plus the body's, plus the condition's
-            body = self.computation(_attr_name(inst, "body"))
-            return np.float32(np.float32(0) + body + self.computation(_attr_name(inst, "condition")))
-        if op in ("call", "async-start"):
-            return self.computation(inst.called[0])
-        if op == "conditional":
-            return max(self.computation(c) for c in inst.called)
-        if op == "fusion":
-            terms = self.rules.fusion(inst)[1]["terms"]
-        elif self.rules.uses_default_rule(comp, inst):
-            terms = self.rules.default_terms(comp, inst)
-        else:  # one integer expression, converted once
-            terms = [self.rules.instruction(comp, inst)]
+        calls = self.rules.called_computations(inst)
+        if calls is not None:
+            how, names = calls
+            totals = [self.computation(c) for c in names]
+            if how == "max":
+                return max(totals)
+            total = np.float32(0)  # a fresh total, plus each computation's (body, condition)
+            for t in totals:
+                total = np.float32(total + t)
+            return total
         total = np.float32(0)
-        for t in terms:
+        for t in self.rules.terms(comp, inst):
             total = np.float32(total + np.float32(t))
         return total
 
@@ -602,8 +668,9 @@ class ModuleTraffic:
                                          _generic_reason(inst)))
         if cost is not None:
             rule_total = sum(self.xla_rules.values())
-            xla_total = cost.get("bytes accessed")
-            if xla_total is not None and rule_total != xla_total:
+            # XLA leaves the key out when nothing was counted (an infeed-only module): 0
+            xla_total = cost.get("bytes accessed", 0.0)
+            if rule_total != xla_total:
                 rounded = xla_float32_total(self.module)
                 if rounded == xla_total:
                     found.append(Discrepancy(
@@ -630,7 +697,7 @@ class ModuleTraffic:
                                  "values": [v.name + (v.index if v.index != "{}" else "")
                                             for v in a.values]} for a in self.temporaries]
         if self.xla_cost is not None:
-            d["xla"] = {"bytes_accessed": self.xla_cost.get("bytes accessed"),
+            d["xla"] = {"bytes_accessed": self.xla_cost.get("bytes accessed", 0.0),
                         "flops": self.flops, "transcendentals": self.transcendentals}
             d["discrepancies"] = [x.as_dict() for x in self.compare_with_xla()]
         return d
