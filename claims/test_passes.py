@@ -161,7 +161,8 @@ WORDS = (
     "optimization pass (the dump's *.before_optimizations.txt; the first pass snapshots have the "
     "same text). Optimized program: the module after the last pass (*.cpu_after_optimizations.txt). "
     "Pass snapshot: the module as written after one pass run; with xla_dump_hlo_pass_re=.* XLA "
-    "writes one only when a pass changed the module, plus one at the start of each pipeline. "
+    "writes one after each pass run that reports a change (its text can still equal the one "
+    "before), plus one at the start of each pipeline. "
     "XLA's cost analysis: XLA's own HloCostAnalysis of one snapshot file ('bytes accessed', "
     "'flops'), computed by the listing below. The restated XLA rules: HloCostAnalysis's "
     "per-instruction rules for bytes accessed, rewritten in Python (traffic.xla_rule_bytes) so "
@@ -340,6 +341,9 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     evidence.number("steps that only renamed or reordered instructions", reasons["renaming or order only"])
     evidence.number("pass runs that changed the program", len(study.changes))
     assert len(study.changes) + len(study.skipped) == len(d.snapshots) + 1
+    evidence.table("the steps that did not change the program, and why", [
+        {"step": "-" if st.step is None else st.step, "after": st.pass_name, "why not": why}
+        for st, why in study.skipped])
 
     # Kernels and bytes, by the rules stated; the two rules a recount most easily gets wrong
     # are shown on the traced program itself.

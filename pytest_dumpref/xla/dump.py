@@ -351,8 +351,9 @@ class Dump:
         return self._traffic
 
     def passes_that_changed(self) -> list[str]:
-        """Passes after which a snapshot was written (with ``.*``: those that changed the
-        module), in order, without repeats."""
+        """Passes after which a snapshot was written (with ``.*``: those that reported a change
+        of the module), in order, without repeats.  XLA's word, not a comparison of texts: a
+        snapshot can equal the one before it (``passes.pass_changes`` compares them)."""
         seen: dict[str, None] = {}
         for s in self.snapshots:
             if s.after != "pipeline-start":
