@@ -1,0 +1,313 @@
+"""The README, run: every fenced block is either run here, as a reader would run it, or listed in
+NOT_RUN with the reason and what runs it instead.
+
+Blocks are found with GitHub's own Markdown parser (gfm.py) and named by the heading they sit
+under, so a block added to the README without a test here fails ``test_every_block_is_accounted_for``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from gfm import fenced_blocks
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+
+# (heading, language, n-th block of that language under that heading) -> the test that runs it
+RUN = {
+    ("Quick start", "sh", 0): "test_quick_start_is_two_commands_in_a_venv_and_ci_runs_them",
+    ("A claim is a test", "python", 0): "test_the_claim_example_is_a_claim_that_renders_and_checks",
+    ("Configuration", "toml", 0): "test_the_configuration_example_shapes_the_writeup",
+    ("Command line", "sh", 0): "test_the_command_line_as_written",
+    ("Benchmarks", "sh", 0): "test_the_benchmark_commands_select_benchmarks",
+    ("The dumpref PJRT device", "python", 0): "test_the_device_examples_run_and_print_what_they_say",
+    ("The dumpref PJRT device", "python", 1): "test_the_device_examples_run_and_print_what_they_say",
+    ("Layout", "", 0): "test_the_layout_names_what_is_there",
+}
+# Blocks not run by the suite, with the reason.  Empty today: every block runs, some of them
+# only in part (each test's docstring says what it leaves to CI).
+NOT_RUN: dict = {}
+
+
+def readme_blocks() -> dict:
+    out, seen = {}, {}
+    for b in fenced_blocks(README):
+        key = (b.heading, b.lang)
+        n = seen.get(key, 0)
+        seen[key] = n + 1
+        out[(b.heading, b.lang, n)] = b
+    return out
+
+
+def block(heading: str, lang: str, n: int = 0):
+    key = (heading, lang, n)
+    assert key in RUN, f"{key} is not in RUN"
+    blocks = readme_blocks()
+    assert key in blocks, f"README.md has no {lang or 'plain'} block #{n} under '{heading}'"
+    return blocks[key]
+
+
+def section(heading: str) -> str:
+    """The README's text under ``## heading``, up to the next ``## ``."""
+    text = README.read_text(encoding="utf-8")
+    m = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert m, f"README.md has no section '## {heading}'"
+    return m.group(1)
+
+
+def commands(text: str) -> list[str]:
+    """The command lines of a shell block, each without its trailing ``# comment``."""
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"\s+#\s.*$", "", line).strip()
+        if line and not line.startswith("#"):
+            out.append(line)
+    return out
+
+
+def clean_env(**extra) -> dict:
+    """The environment a reader's shell has: none of the DUMPREF_* switches the suite's own
+    fixtures may have set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUMPREF_")}
+    env.pop("XLA_FLAGS", None)
+    env.update(extra)
+    return env
+
+
+def run(args, cwd, env=None, timeout=600):
+    return subprocess.run(args, cwd=cwd, env=env or clean_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_every_block_is_accounted_for():
+    blocks = set(readme_blocks())
+    assert blocks, "no fenced blocks found in README.md"
+    unaccounted = sorted(blocks - set(RUN) - set(NOT_RUN))
+    assert not unaccounted, f"README blocks that no test runs (add a test or a NOT_RUN reason): {unaccounted}"
+    stale = sorted((set(RUN) | set(NOT_RUN)) - blocks)
+    assert not stale, f"RUN/NOT_RUN name blocks the README no longer has: {stale}"
+    names = {n for n, v in globals().items() if n.startswith("test_") and callable(v)}
+    assert set(RUN.values()) <= names, "RUN names a test that does not exist"
+
+
+# ---- Quick start ---------------------------------------------------------------------------
+
+VENV_PREFIX = ["python3 -m venv .venv", ". .venv/bin/activate", "pip install -e '.[test]'"]
+
+
+def test_quick_start_is_two_commands_in_a_venv_and_ci_runs_them():
+    """Not run here: each command installs jax and the rest into a new venv, and the first
+    re-renders the whole write-up (minutes).  What is checked: the block is two commands, each
+    creates and uses a virtual environment before pip; CI's .ci/run makes the same venv, the
+    same install and runs the second command as written (it runs the whole suite, so running it
+    from inside the suite would recurse), then re-proves the write-up with the claims the first
+    command renders."""
+    lines = commands(block("Quick start", "sh").text)
+    assert len(lines) == 2, f"the quick start is {len(lines)} commands, not two: {lines}"
+    steps = [[s.strip() for s in line.split("&&")] for line in lines]
+    for s in steps:
+        assert s[:3] == VENV_PREFIX, f"a quick-start command must start with {VENV_PREFIX}: {s}"
+    assert steps[0][3:] == ["python -m pytest claims/ --dumpref-report=writeup.md"]
+    assert steps[1][3:] == ["python -m pytest"]
+
+    ci = [re.sub(r"\s+#.*$", "", line).strip()
+          for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    ci = [c for c in ci if c and not c.startswith("#")]
+    norm = [re.sub(r" --quiet| --upgrade", "", c).replace("python -m pip", "pip") for c in ci]
+    at = [norm.index(VENV_PREFIX[0]), norm.index(VENV_PREFIX[1]),
+          norm.index(VENV_PREFIX[2]), norm.index("run_pytest")]
+    assert at == sorted(at), ".ci/run must make the venv, activate it, install, then run the tests"
+    # run_pytest is `python -m pytest "$@"` with exit 5 (nothing collected) made a failure
+    assert re.search(r'run_pytest\(\)\s*\{[^}]*python -m pytest "\$@"[^}]*-eq 5[^}]*return 1',
+                     (REPO / ".ci" / "run").read_text())
+    assert any(c.startswith("run_pytest claims/ ") and "--dumpref-check=writeup.md" in c for c in norm)
+    assert any(c.startswith("run_pytest benchmarks/") for c in norm)
+
+
+# ---- A claim is a test ---------------------------------------------------------------------
+
+def test_the_claim_example_is_a_claim_that_renders_and_checks(pytester):
+    """The example, pasted as claims/test_softmax.py into a project whose [tool.dumpref] has the
+    section `fusion` (its first line says so): rendered, it is one established claim with its
+    numbers; checked against that write-up, it reproduces."""
+    code = block("A claim is a test", "python").text
+    first = code.splitlines()[0]
+    assert first.startswith("# claims/test_softmax.py"), first
+    pytester.makepyprojecttoml('[tool.dumpref]\nsections = ["fusion"]\n')
+    pytester.mkdir("claims")
+    (pytester.path / "claims" / "test_softmax.py").write_text(code)
+    res = pytester.runpytest("claims/", "--dumpref-report=writeup.md", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    md = (pytester.path / "writeup.md").read_text()
+    assert "Without XLA's fusion passes, softmax over f32[1024,1024] moves more than twice the bytes" in md
+    assert "1 claims established" in md or "1 claim established" in md
+    assert re.search(r"bytes read and written, unfused \| 50,364,428 B", md), \
+        "the unfused byte count is not in the write-up"
+    check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", "-p", "no:cacheprovider")
+    check.assert_outcomes(passed=1)
+
+
+# ---- Configuration -------------------------------------------------------------------------
+
+def test_the_configuration_example_shapes_the_writeup(pytester):
+    """The TOML block as a project's pyproject.toml: its title, intro, intro file, section
+    order, section title and intro land in the write-up, and a number in `ms` with no tolerance
+    of its own takes the table's 0.5."""
+    toml = block("Configuration", "toml").text
+    cfg = tomllib.loads(toml)["tool"]["dumpref"]
+    pytester.makepyprojecttoml(toml)
+    pytester.mkdir("claims")
+    (pytester.path / cfg["intro_file"]).write_text("A reading guide from the intro file.\n")
+    (pytester.path / "claims" / "test_two.py").write_text('''
+import pytest
+
+@pytest.mark.claim("The passes claim.", section="passes")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (2,)}, method="arithmetic")
+def test_passes(evidence):
+    evidence.number("a time", 2.0, unit="ms")
+    assert 1 + 1 == 2
+
+@pytest.mark.claim("The pjrt claim.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (2,)}, method="arithmetic")
+def test_pjrt(evidence):
+    evidence.number("a count", 3)
+    assert 3 > 2
+''')
+    res = pytester.runpytest("claims/", "--dumpref-report=writeup.md", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=2)
+    md = (pytester.path / "writeup.md").read_text()
+    assert md.startswith(f"# {cfg['title']}\n")
+    for text in (cfg["intro"], "A reading guide from the intro file.",
+                 cfg["section_titles"]["passes"], cfg["section_intros"]["passes"]):
+        assert text in md, f"{text!r} is not in the write-up"
+    # sections in the configured order: pjrt before passes
+    assert md.index("The pjrt claim.") < md.index("The passes claim.")
+    row = next(line for line in md.splitlines() if line.startswith("| a time"))
+    assert "50" in row.split("|")[-2], f"the ms number did not take the 0.5 tolerance: {row}"
+
+
+# ---- Command line --------------------------------------------------------------------------
+
+def _dump_as_the_readme_says(tmp_path: Path) -> Path:
+    """A dump folder written the way the README's `tour` paragraph says: XLA_FLAGS with the
+    folder and the pass regex, in a plain jax process."""
+    text = section("Command line")
+    m = re.search(r'XLA_FLAGS="([^"]+)"', text)
+    assert m, "the Command line section no longer says how to write a dump folder"
+    folder = tmp_path / "dump"
+    flags = m.group(1).replace("DIR", str(folder))
+    prog = ("import jax, jax.numpy as jnp\n"
+            "from pytest_dumpref.examples import softmax\n"
+            "jax.jit(softmax)(jnp.ones((64, 128), jnp.float32)).block_until_ready()\n")
+    r = run([sys.executable, "-c", prog], tmp_path, clean_env(XLA_FLAGS=flags))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert any(folder.glob("*jit_softmax*.before_optimizations.txt")), list(folder.iterdir())[:5]
+    return folder
+
+
+def _concrete(line: str, values: dict, *, with_options: bool) -> list[str]:
+    """A synopsis line made runnable: placeholders replaced, each ``[--opt VALUE]`` kept (with
+    its value filled) or dropped."""
+    def option(m):
+        return " " + m.group(1) if with_options else ""
+    line = re.sub(r"\s*\[([^\]]+)\]", option, line)
+    return [values.get(word, word) for word in shlex.split(line)]
+
+
+def test_the_command_line_as_written(tmp_path):
+    """Every line of the block, run twice (without its optional flags and with all of them,
+    placeholders filled in) on a dump written as the block's paragraph says; each exits 0, each
+    --json prints JSON, build-plugin prints the path of a library it built."""
+    lines = commands(block("Command line", "sh").text)
+    assert [shlex.split(x)[:4] for x in lines] and all(
+        x.startswith("python -m pytest_dumpref ") for x in lines), lines
+    folder = _dump_as_the_readme_says(tmp_path)
+    optimized = sorted(folder.glob("*jit_softmax*.cpu_after_optimizations.txt"))[0]
+    values = {"FILE": str(optimized), "NAME": "jit_softmax", "N": "2", "python": sys.executable}
+    seen = set()
+    for line in lines:
+        sub = shlex.split(line)[3]
+        seen.add(sub)
+        for with_options in (False, True):
+            # DIR is the dump folder for tour, the output folder for build-plugin
+            out = str(tmp_path / "plugin-True") if sub == "build-plugin" else str(folder)
+            args = _concrete(line, {**values, "DIR": out}, with_options=with_options)
+            r = run(args, tmp_path, timeout=300)
+            assert r.returncode == 0, f"{' '.join(args)} exited {r.returncode}:\n{r.stderr[-3000:]}"
+            if "--json" in args:
+                json.loads(r.stdout)
+            elif sub == "build-plugin":
+                lib = Path(r.stdout.strip().splitlines()[-1])
+                assert lib.is_file() and lib.suffix == ".so", r.stdout
+                if with_options:
+                    assert lib.parent == tmp_path / "plugin-True", lib
+            else:
+                assert r.stdout.strip(), f"{' '.join(args)} printed nothing"
+    assert seen == {"tour", "traffic", "build-plugin"}, seen
+
+
+# ---- Benchmarks ----------------------------------------------------------------------------
+
+def test_the_benchmark_commands_select_benchmarks():
+    """Collected, not run: each line, with --collect-only, is accepted and selects tests (a run
+    of benchmarks/ and of the fusion claims takes minutes; CI runs `benchmarks/` as a smoke run
+    and the fusion claims inside the claims check)."""
+    for line in commands(block("Benchmarks", "sh").text):
+        args = shlex.split(line)
+        assert args[:3] == ["python", "-m", "pytest"], line
+        r = run([sys.executable, *args[1:], "--collect-only", "-q", "-p", "no:cacheprovider"],
+                REPO, timeout=300)
+        assert r.returncode == 0, f"{line} --collect-only exited {r.returncode}:\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
+        m = re.search(r"(\d+)(?:/\d+)? tests? (?:collected|selected)", r.stdout)
+        assert m and int(m.group(1)) > 0, f"{line} selects no tests:\n{r.stdout[-1500:]}"
+
+
+# ---- The dumpref PJRT device ---------------------------------------------------------------
+
+def test_the_device_examples_run_and_print_what_they_say(tmp_path):
+    """Each block run as the section says (`DUMPREF_PJRT=1 python example.py`) in a fresh
+    process; a print line's trailing comment is what it must print.  Without DUMPREF_PJRT=1,
+    the first block fails: the device is opt-in, as the section says."""
+    text = section("The dumpref PJRT device")
+    assert "DUMPREF_PJRT=1 python example.py" in text
+    for n in (0, 1):
+        code = block("The dumpref PJRT device", "python", n).text
+        path = tmp_path / f"example{n}.py"
+        path.write_text(code)
+        r = run([sys.executable, str(path)], tmp_path, clean_env(DUMPREF_PJRT="1"), timeout=300)
+        assert r.returncode == 0, f"block {n}:\n{r.stderr[-3000:]}"
+        expected = [m.group(1).strip() for m in re.finditer(r"^\s*print\(.*\)\s+#\s?(.*)$", code, re.M)]
+        printed = r.stdout.strip().splitlines()
+        assert printed, f"block {n} printed nothing"
+        if expected:
+            assert printed[-len(expected):] == expected
+        assert "DumprefDevice" in r.stdout
+    r = run([sys.executable, str(tmp_path / "example0.py")], tmp_path, timeout=300)
+    assert r.returncode != 0 and "dumpref" in r.stderr, "without DUMPREF_PJRT=1 the device was there"
+
+
+# ---- Layout --------------------------------------------------------------------------------
+
+def test_the_layout_names_what_is_there():
+    """Every file and folder the layout names exists where it says."""
+    parents: list = []
+    named = []
+    for line in block("Layout", "").text.splitlines():
+        m = re.match(r"^( *)(\S+)", line)
+        if not m:
+            continue
+        depth = len(m.group(1)) // 2
+        parents[depth:] = [m.group(2).rstrip("/")]
+        named.append(Path(*parents))
+    assert len(named) > 5, named
+    missing = [str(p) for p in named if not (REPO / p).exists()]
+    assert not missing, f"README's Layout names paths that do not exist: {missing}"

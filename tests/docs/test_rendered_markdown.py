@@ -1,0 +1,89 @@
+"""writeup.md and README.md as GitHub renders them (cmark-gfm, gfm.py): tables well formed,
+every in-page link lands on a heading id (GitHub's slug rules) or an explicit anchor, every
+relative link and image exists, <details> blocks balanced, no Markdown left as text.
+
+The committed writeup.md is what strangers open; a run re-renders it, so this test reads the file
+as committed, not a fresh render.  The first tests feed each check a small broken page, so a
+check that cannot fail would show here.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gfm import all_problems, read_page, slug
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", ["writeup.md", "README.md"])
+def test_page_renders_cleanly_on_github(name):
+    path = REPO / name
+    _, _, page = read_page(path)
+    # a page the parser read as (nearly) nothing would pass every check below
+    assert page.headings and page.tables, f"{name}: no headings or tables rendered"
+    problems = all_problems(path)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_writeup_links_reach_its_claims_and_figures():
+    """The write-up's figures render as images from its assets folder, and every claim anchor is
+    on the page (the contents list, where there is one, links them)."""
+    _, _, page = read_page(REPO / "writeup.md")
+    assert page.images and all(src.startswith("writeup.assets/") for src, _ in page.images)
+    assert any(a.startswith("claim-") for a in page.anchors)
+
+
+def _problems(tmp_path, text, *, files=()):
+    for f in files:
+        (tmp_path / f).write_text("x")
+    p = tmp_path / "page.md"
+    p.write_text(text)
+    return all_problems(p)
+
+
+def test_github_slugs():
+    assert slug("Study 1: a transformer block, compiled pass by pass") == \
+        "study-1-a-transformer-block-compiled-pass-by-pass"
+    assert slug("`tour` and R0/W0") == "tour-and-r0w0"
+    assert slug("Not  established") == "not--established"
+
+
+def test_a_short_or_long_table_row_is_named(tmp_path):
+    problems = _problems(tmp_path, "| a | b |\n|---|---|\n| 1 |\n| 1 | 2 | 3 |\n| `x \\| y` | 2 |\n")
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("page.md:3: table row has 1 cells, its header (page.md:1) has 2")
+    assert problems[1].startswith("page.md:4: table row has 3 cells")
+
+
+def test_a_link_to_a_missing_heading_or_anchor_is_named(tmp_path):
+    text = ("# Title\n\n## Title\n\n<a id=\"claim-x\"></a>\n\n"
+            "[ok](#title) [ok](#title-1) [ok](#claim-x) [bad](#nowhere)\n")
+    assert _problems(tmp_path, text) == ["page.md:7: link #nowhere goes to no heading or anchor of the page"]
+
+
+def test_a_missing_file_or_image_is_named(tmp_path):
+    text = "[there](there.txt) [gone](gone.txt#x) ![fig](gone.png) [web](https://example.org/x)\n"
+    assert _problems(tmp_path, text, files=["there.txt"]) == [
+        "page.md:1: link gone.txt#x points at a file that does not exist",
+        "page.md:1: image gone.png points at a file that does not exist"]
+
+
+def test_unbalanced_details_are_named(tmp_path):
+    text = "<details>\n<summary>one</summary>\n\ntext\n\n</details>\n\n<details>\n\nno summary\n\n"
+    assert _problems(tmp_path, text) == ["page.md: line 8: <details> without <summary>",
+                                         "page.md: line 8: <details> never closed"]
+    assert _problems(tmp_path, "text\n\n</details>\n") == [
+        "page.md: line 3: </details> without <details>"]
+
+
+def test_markdown_swallowed_by_a_details_block_is_named(tmp_path):
+    # without a blank line after </summary>, GitHub shows the table's lines as text
+    text = "<details><summary>numbers</summary>\n| a | b |\n|---|---|\n| 1 | 2 |\n</details>\n"
+    assert _problems(tmp_path, text) == [
+        "page.md:2: Markdown shown as text, not rendered: | a | b |",
+        "page.md:3: Markdown shown as text, not rendered: |---|---|",
+        "page.md:4: Markdown shown as text, not rendered: | 1 | 2 |"]
+    fixed = text.replace("</summary>\n", "</summary>\n\n").replace("| 2 |\n", "| 2 |\n\n")
+    assert _problems(tmp_path, fixed) == []
