@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 import re
 from pathlib import Path
 
@@ -55,6 +56,7 @@ def pytest_configure(config):
     for name in cfg.study_markers:  # the sections of [tool.dumpref] are the study markers
         config.addinivalue_line("markers", f"{name}: study: {cfg.section_title(name)} (a claim's section)")
     _enable_assertion_pass_hook(config)
+    _quiet_benchmark_compare(config)
     _claims_for_study_markers(config, cfg)
     config.pluginmanager.register(_RunHooks(config), "dumpref-run")
     basetemp = config.getoption("basetemp", None)
@@ -264,26 +266,37 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     machine_info.update(benchmark_machine_info())
 
 
+_NO_SAVED_RUN = pytest.StashKey[str]()
+_WARNING_FILTERS = pytest.StashKey[list]()
+_NO_FILES = "Can't compare. No benchmark files in "
+
+
+def _quiet_benchmark_compare(config) -> None:
+    """--benchmark-compare with no saved run: pytest-benchmark warns while it configures, and
+    the warning lands in the warnings summary.  It is held back until the session starts, where
+    pytest_sessionstart below says it in one line."""
+    if config.getoption("benchmark_compare", None):
+        config.stash[_WARNING_FILTERS] = warnings.filters[:]
+        warnings.filterwarnings("ignore", message=re.escape(_NO_FILES))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
-    """--benchmark-compare with no saved run: one line saying so, instead of pytest-benchmark's
-    warning (which repeats itself in the warnings summary)."""
+    saved = session.config.stash.get(_WARNING_FILTERS, None)
+    if saved is None:
+        return
+    warnings.filters[:] = saved
     bs = getattr(session.config, "_benchmarksession", None)
-    if bs is None or not getattr(bs, "compare", None) or hasattr(session.config, "workerinput"):
+    if bs is None or not bs.compare or hasattr(session.config, "workerinput"):
         return
     try:
         found = list(bs.storage.load() if bs.compare is True else bs.storage.load(bs.compare))
-    except Exception:  # noqa: BLE001 - pytest-benchmark reports a broken storage itself
+    except Exception:  # noqa: BLE001 - a broken storage is pytest-benchmark's to report
         return
     if not found:
-        where = getattr(bs.storage, "location", bs.storage)
         session.config.stash[_NO_SAVED_RUN] = (
-            f"dumpref: no saved pytest-benchmark run in {where} to compare with; this run's timings "
-            "are shown alone (save one with --benchmark-autosave)")
-        bs.compare = False
-
-
-_NO_SAVED_RUN = pytest.StashKey[str]()
+            f"dumpref: no saved pytest-benchmark run in {bs.storage} to compare with: this run's "
+            "timings are shown alone (save one with --benchmark-autosave)")
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -330,3 +330,31 @@ def test_intro_file_is_rendered_under_the_title(pytester):
     res = pytester.runpytest()
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "intro_file 'missing.md'" in res.stderr.str()
+
+
+BENCH_CLAIM = '''
+import pytest
+@pytest.mark.claim("Summing a small list is fast")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (100,)}, method="pytest-benchmark")
+def test_sum(benchmark):
+    assert benchmark(sum, range(100)) == 4950
+'''
+
+
+def test_a_benchmark_claim_under_xdist_fails_saying_why_and_what_to_do(pytester):
+    pytester.makepyfile(test_bench=BENCH_CLAIM)
+    res = pytester.runpytest("-p", "xdist", "-n", "2", "--dumpref-report=w.md")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*claim test_bench.py::test_sum fails: its evidence is a pytest-benchmark "
+                              "measurement, and pytest-benchmark switches itself off under pytest-xdist*"])
+    assert "run this claim without -n" in res.stdout.str()
+
+
+def test_benchmark_compare_with_no_saved_run_says_so_in_one_line(pytester, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.makepyfile(test_bench=BENCH_CLAIM)
+    res = pytester.runpytest("--benchmark-compare", "--benchmark-max-time=0.01")
+    res.assert_outcomes(passed=1)
+    out = res.stdout.str()
+    assert sum("no saved pytest-benchmark run" in ln for ln in out.splitlines()) == 1, out
+    assert "Can't compare" not in out and "PytestBenchmarkWarning" not in out
