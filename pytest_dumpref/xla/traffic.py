@@ -665,7 +665,7 @@ class ModuleTraffic:
             a, b = ours[inst.name], self.xla_rules[inst.name]
             if a != b:
                 found.append(Discrepancy(inst.name, a, b, self.notes.get(inst.name) or
-                                         _generic_reason(inst)))
+                                         _generic_reason(self.module.entry, inst)))
         if cost is not None:
             rule_total = sum(self.xla_rules.values())
             # XLA leaves the key out when nothing was counted (an infeed-only module): 0
@@ -703,15 +703,43 @@ class ModuleTraffic:
         return d
 
 
-def _generic_reason(inst: Instruction) -> str:
+_RULE_REASONS = {
+    "slice": "XLA counts only the elements it reads, not the whole operand",
+    "dynamic-slice": "XLA counts only the elements it reads (and the first start index), "
+                     "not the whole operand",
+    "gather": "XLA counts only the elements it reads (and the indices), not the whole operand",
+    "dynamic-update-slice": "XLA counts the update only; the buffer is updated in place",
+    "scatter": "XLA counts the updates three times (read, and the operand's elements read and "
+               "written in place) plus the indices, not the whole operand",
+    "custom-call": "XLA does not know its cost and reports -1",
+    "cholesky": "XLA counts half of the matrix read and half of the result written",
+    "triangular-solve": "XLA counts half of the triangular matrix as read",
+    "infeed": "XLA counts only the data written, not the token",
+    "outfeed": "XLA counts only the data read (every array of its operands), no result",
+}
+
+
+def _generic_reason(comp: HloComputation, inst: Instruction) -> str:
+    """Why this instruction's bytes differ between the spill-style model and XLA's rules."""
     op = inst.opcode
-    if op in ("slice", "dynamic-slice", "gather"):
-        return f"{op}: XLA counts only the elements it reads, not the whole operand"
-    if op == "dynamic-update-slice":
-        return "dynamic-update-slice: XLA counts the update only; the buffer is updated in place"
-    if op == "custom-call":
-        return "custom-call: XLA does not know its cost and reports -1"
-    return f"{op}: the rules differ"
+    rule = _RULE_REASONS.get(op) or (_RULE_REASONS["custom-call"] if
+                                     wrapped_opcode(op) == "custom-call" else None)
+    if rule:
+        return f"{op}: {rule}"
+    parts = []
+    if op in FREE_OPCODES:
+        parts.append("XLA counts its result and operands; here it names buffers that exist "
+                     "and runs no kernel")
+    by_name = comp._by_name or {}
+    shapes = [inst.shape] + [by_name[o].shape for o in inst.operands if o in by_name]
+    for o in inst.operands:
+        shape = by_name[o].shape if o in by_name else None
+        if shape is not None and shape.is_tuple and op not in FREE_OPCODES:
+            parts.append(f"operand {o} is a tuple: XLA counts its index table "
+                         f"({_xla_size(shape)} B), here its arrays ({shape.byte_size} B)")
+    if any(s.is_dynamic for s in shapes):
+        parts.append("a bounded-dynamic shape: XLA adds 4 B of size metadata per dimension")
+    return f"{op}: " + ("; ".join(parts) if parts else "the rules differ")
 
 
 def instruction_kernels(module: HloModule, comp: HloComputation, inst: Instruction) -> list[KernelTraffic]:
@@ -828,7 +856,7 @@ class _Builder:
                     elif inst.opcode in ("while", "call", "conditional"):
                         why = f"nested {inst.opcode}"
                     else:
-                        why = _generic_reason(inst)
+                        why = _generic_reason(comp, inst)
                     out.append(f"{inst.name} (ours {ours}, XLA {xla:g}: {why})")
         return out
 
