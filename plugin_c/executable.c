@@ -85,6 +85,10 @@ static PJRT_Buffer_Type buffer_type(prog_dtype t) {
     case PROG_BF16: return PJRT_Buffer_Type_BF16;
     case PROG_F32: return PJRT_Buffer_Type_F32;
     case PROG_F64: return PJRT_Buffer_Type_F64;
+    case PROG_S16: return PJRT_Buffer_Type_S16;
+    case PROG_U16: return PJRT_Buffer_Type_U16;
+    case PROG_F8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
+    case PROG_F8E5M2: return PJRT_Buffer_Type_F8E5M2;
   }
   return PJRT_Buffer_Type_INVALID;
 }
@@ -456,8 +460,9 @@ PJRT_Error* dr_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args
   static const char* fn = "PJRT_LoadedExecutable_Execute";
   DR_ENTER(PJRT_LoadedExecutable_Execute, args, execute_device);
   DR_REQUIRE(PJRT_LoadedExecutable_Execute, args->executable);
-  DR_REQUIRE(PJRT_LoadedExecutable_Execute, args->output_lists);
   PJRT_LoadedExecutable* loaded = args->executable;
+  /* a program with no outputs (jax.jit(lambda: ())) gets no output list to fill */
+  if (loaded->executable->num_outputs > 0) DR_REQUIRE(PJRT_LoadedExecutable_Execute, args->output_lists);
   if (loaded->deleted)
     return dr_error(PJRT_Error_Code_FAILED_PRECONDITION, "%s: the executable was deleted", fn);
   PJRT_Client* client;
@@ -468,7 +473,7 @@ PJRT_Error* dr_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args
                     "device runs on exactly one", fn, args->num_devices);
   if (args->num_args > 0 && (args->argument_lists == NULL || args->argument_lists[0] == NULL))
     return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: argument_lists is NULL", fn);
-  if (args->output_lists[0] == NULL)
+  if (loaded->executable->num_outputs > 0 && args->output_lists[0] == NULL)
     return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: output_lists[0] is NULL", fn);
   const prog_program* p = loaded->executable->program;
   size_t n_in = args->num_args, n_out = loaded->executable->num_outputs;

@@ -20,10 +20,13 @@
 #include <stdint.h>
 
 /* The VHLO version the reader knows and the plugin reports as `stablehlo_current_version`.
- * 1.0.0 is the oldest version jax honours: every op the interpreter needs is in its first
- * (_v1) form there, with the fewest attributes, and the target does not move when jaxlib does. */
+ * 1.0.0 was the oldest version jax honours, but some programs cannot be written in it at all
+ * (jax then fails with "Failed to serialize StableHLO to plugin version 1.0.0": dot_general
+ * with an `algorithm`, tanh/exponential with a `result_accuracy`); from 1.9.0 on they can.
+ * The reader reads the ops in the forms they take up to this version (the _v2 forms of
+ * dot_general, gather, scatter and the transcendental ops included). */
 #define PROG_STABLEHLO_MAJOR 1
-#define PROG_STABLEHLO_MINOR 0
+#define PROG_STABLEHLO_MINOR 9
 #define PROG_STABLEHLO_PATCH 0
 
 enum {
@@ -38,7 +41,8 @@ enum {
  * them to PJRT_Buffer_Type. */
 typedef enum {
   PROG_PRED = 1, PROG_S32, PROG_S64, PROG_F32, PROG_F64, PROG_BF16,
-  PROG_S8, PROG_U8, PROG_U32, PROG_U64, PROG_F16,  /* readable; only shape ops and convert */
+  PROG_S8, PROG_U8, PROG_U32, PROG_U64, PROG_F16, PROG_S16, PROG_U16,
+  PROG_F8E4M3FN, PROG_F8E5M2,  /* f8: moved and converted only */
 } prog_dtype;
 
 #define PROG_MAX_RANK 8

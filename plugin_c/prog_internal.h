@@ -121,19 +121,26 @@ typedef enum {
   OP_CONSTANT, OP_IOTA,
   /* elementwise, one operand */
   OP_NEGATE, OP_ABS, OP_EXP, OP_LOG, OP_TANH, OP_LOGISTIC, OP_SQRT, OP_RSQRT, OP_NOT,
-  OP_SIGN, OP_FLOOR, OP_CEIL, OP_LOG1P, OP_EXPM1, OP_SIN, OP_COS, OP_CONVERT,
+  OP_SIGN, OP_FLOOR, OP_CEIL, OP_LOG1P, OP_EXPM1, OP_SIN, OP_COS, OP_CBRT, OP_ROUND_AFZ,
+  OP_ROUND_EVEN, OP_TAN, OP_POPCNT, OP_CLZ, OP_CONVERT,
   /* elementwise, two operands */
   OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_REM, OP_POW, OP_MAX, OP_MIN, OP_AND, OP_OR, OP_XOR,
   OP_ATAN2, OP_SHL, OP_SHRA, OP_SHRL, OP_COMPARE,
-  OP_SELECT, OP_CLAMP,
+  OP_SELECT, OP_CLAMP, OP_IS_FINITE, OP_REDUCE_PRECISION, OP_BITCAST_CONVERT,
   /* shape */
-  OP_BROADCAST, OP_RESHAPE, OP_TRANSPOSE, OP_SLICE, OP_CONCAT, OP_REVERSE,
+  OP_BROADCAST, OP_RESHAPE, OP_TRANSPOSE, OP_SLICE, OP_CONCAT, OP_REVERSE, OP_PAD,
+  OP_DYNAMIC_SLICE, OP_DYNAMIC_UPDATE_SLICE, OP_GATHER, OP_SCATTER,
   /* others */
-  OP_DOT, OP_REDUCE, OP_CALL,
+  OP_DOT, OP_REDUCE, OP_REDUCE_GENERIC, OP_REDUCE_WINDOW, OP_CONVOLUTION, OP_SORT, OP_CALL,
+  OP_WHILE, OP_CASE, OP_IF, OP_IDENTITY,
 } prog_opcode;
 
 enum { CMP_EQ, CMP_NE, CMP_GE, CMP_GT, CMP_LE, CMP_LT };
-enum { RED_ADD, RED_MUL, RED_MAX, RED_MIN, RED_AND, RED_OR };
+enum { RED_ADD, RED_MUL, RED_MAX, RED_MIN, RED_AND, RED_OR, RED_XOR, RED_GENERIC };
+
+#define PROG_NP 16  /* integer-list parameters per instruction */
+
+typedef struct prog_func prog_func;
 
 typedef struct {
   prog_opcode op;
@@ -144,17 +151,25 @@ typedef struct {
   int out;                   /* value id of result 0 (results are consecutive) */
   prog_shape shape;          /* shape of result 0 */
   /* parameters, by op: dims (broadcast, reduce, reverse, concat [0]), permutation,
-   * slice start/limit/stride, dot lhs_batch/rhs_batch/lhs_contract/rhs_contract */
-  int64_t p[4][PROG_MAX_RANK];
-  int np[4];
+   * slice start/limit/stride, dot lhs_batch/rhs_batch/lhs_contract/rhs_contract, and the
+   * dimension numbers of gather, scatter, convolution and windows (see prog_vhlo_ops.c) */
+  int64_t p[PROG_NP][PROG_MAX_RANK];
+  int np[PROG_NP];
   int iarg;                  /* comparison direction, reduction kind, iota dim, callee index */
+  int iarg2;                 /* a second scalar parameter (sort: stable; precision: bits) */
   unsigned scalar_in;        /* bit k: operand k is one element, broadcast on the fly */
   const void* data;          /* constant: row-major elements of `shape` */
+  int num_sub;               /* regions (while: cond, body; case: branches; sort: comparator) */
+  prog_func* sub;
+  int num_cap;               /* values of this function that the regions read */
+  int* cap;
 } prog_insn;
 
-typedef struct {
+struct prog_func {
   const char* name;
-  int num_args;              /* args are values 0 .. num_args-1 */
+  int base;                  /* a region: values 0 .. base-1 are its enclosing function's */
+  int first_arg;             /* args are values first_arg .. first_arg+num_args-1 */
+  int num_args;
   int num_values;
   prog_shape* values;        /* shape of every value */
   int num_insns;
@@ -162,7 +177,9 @@ typedef struct {
   int num_results;
   int* results;              /* value ids returned */
   int* last_use;             /* per value: last instruction reading it (num_insns: returned) */
-} prog_func;
+  int reduce_kind;           /* a region that is one binary op of its two args: RED_*, else
+                                RED_GENERIC (reduce, scatter and window bodies) */
+};
 
 struct prog_program {
   prog_chunk* arena;
@@ -175,5 +192,52 @@ struct prog_program {
 
 /* Lowers the container's module to functions; throws UNIMPLEMENTED for what it cannot run. */
 void vh_lower(prog_ctx* ctx, const bc_module* m, prog_program* program);
+
+/* Reads MLIR text (StableHLO, generic or pretty form) into a program (prog_text.c). */
+void prog_text_parse(prog_ctx* ctx, const char* text, size_t size, prog_program* program);
+
+/* ---- the interpreter's shared pieces (prog_interp.c; kernels in prog_ops_*.c) ------------ */
+
+typedef struct {
+  prog_status* status;
+} run_ctx;
+
+int rt_fail(run_ctx* r, int code, const char* msg, const char* op);
+size_t rt_bytes(const prog_shape* s);
+float rt_bf16_to_f32(uint16_t h);
+uint16_t rt_f32_to_bf16(float f);
+float rt_f16_to_f32(uint16_t h);
+uint16_t rt_f32_to_f16(float f);
+bool rt_is_float(prog_dtype t);
+bool rt_is_unsigned(prog_dtype t);
+/* Element i of an array of type t, as a double (floats) or an integer (the rest). */
+double rt_get_f(prog_dtype t, const void* p, int64_t i);
+int64_t rt_get_i(prog_dtype t, const void* p, int64_t i);
+/* Stores f (from_float) or n into element i, converting as XLA's convert does. */
+void rt_put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from_float);
+void rt_strides(const prog_shape* s, int64_t* strides);
+void rt_strided_copy(size_t esize, int rank, const int64_t* dims, char* dst,
+                     const int64_t* dst_strides, const char* src, const int64_t* src_strides);
+/* Runs a function or region: parent_vals supplies values 0 .. base-1 of a region. */
+int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* const* parent_vals,
+                const void* const* inputs, void* const* outputs, int depth);
+/* Runs a region on scalar (or small) arguments: a shortcut for per-element bodies. */
+int rt_run_region(run_ctx* r, const prog_program* p, const prog_func* f, void* const* parent_vals,
+                  const void* const* inputs, void* const* outputs, int depth);
+
+/* kernels of prog_ops_*.c; each returns PROG_OK or fails through rt_fail */
+int rt_control(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,
+               void** vals, int depth);                          /* while, case, if */
+int rt_sort(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,
+            void** vals, int depth);
+int rt_index(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,
+             void** vals, int depth);       /* pad, dynamic (update) slice, gather, scatter */
+int rt_window(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,
+              void** vals, int depth);      /* generic reduce, reduce_window, convolution */
+int rt_misc(run_ctx* r, const prog_insn* in, const prog_shape* a, void* const* args, void* o);
+                                            /* is_finite, reduce_precision, bitcast_convert */
+/* A cache-blocked C[M,N] += A[M,K] B[K,N] over float or double rows (prog_ops_matmul.c). */
+void rt_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t N, int64_t K);
+void rt_matmul_f64(const double* a, const double* b, double* c, int64_t M, int64_t N, int64_t K);
 
 #endif /* PROG_INTERNAL_H */

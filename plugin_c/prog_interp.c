@@ -1,10 +1,13 @@
-/* prog_interp.c -- runs lowered programs on host arrays.
+/* prog_interp.c -- runs lowered programs on host arrays: the instruction loop, element types,
+ * elementwise kernels, data movement, dot_general and the common reductions.  Ops with
+ * regions or index arithmetic live in prog_ops_*.c.
  *
- * Every shape relation was verified by prog_vhlo.c, so the kernels index without checks.  Each
- * value gets its own row-major buffer; a buffer is freed after the last instruction that reads
- * it.  Arithmetic follows XLA's CPU semantics where C would be undefined: integer overflow
- * wraps, integer division by zero gives -1 (remainder: the dividend), float->int conversion
- * saturates with NaN -> 0, and max/min propagate NaN.  bf16 computes in f32 and rounds back.
+ * Every shape relation was verified by prog_vhlo*.c, so the kernels index without checks.
+ * Each value gets its own row-major buffer; a buffer is freed after the last instruction that
+ * reads it.  Arithmetic follows XLA's CPU semantics where C would be undefined: integer
+ * overflow wraps, integer division by zero gives -1 (remainder: the dividend), float->int
+ * conversion saturates with NaN -> 0, and max/min propagate NaN.  bf16 and f16 compute in f32
+ * and round back.  Subnormals are kept (XLA:CPU flushes them to zero; numpy keeps them).
  */
 #include <math.h>
 #include <stdio.h>
@@ -13,31 +16,27 @@
 
 #include "prog_internal.h"
 
-typedef struct {
-  prog_status* status;
-} run_ctx;
-
-static int fail(run_ctx* r, int code, const char* msg, const char* op) {
+int rt_fail(run_ctx* r, int code, const char* msg, const char* op) {
   r->status->code = code;
   snprintf(r->status->message, sizeof r->status->message, "%s%s%s", msg, op ? " in " : "",
            op ? op : "");
   return code;
 }
 
-static size_t bytes_of(const prog_shape* s) {
+size_t rt_bytes(const prog_shape* s) {
   return (size_t)prog_shape_elements(s) * prog_dtype_size(s->dtype);
 }
 
-/* ---- bf16 ------------------------------------------------------------------------------- */
+/* ---- narrow floats ---------------------------------------------------------------------- */
 
-static float bf16_to_f32(uint16_t h) {
+float rt_bf16_to_f32(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
   float f;
   memcpy(&f, &u, 4);
   return f;
 }
 
-static uint16_t f32_to_bf16(float f) {  /* round to nearest even, NaN stays NaN */
+uint16_t rt_f32_to_bf16(float f) {  /* round to nearest even, NaN stays NaN */
   uint32_t u;
   memcpy(&u, &f, 4);
   if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
@@ -45,7 +44,7 @@ static uint16_t f32_to_bf16(float f) {  /* round to nearest even, NaN stays NaN 
   return (uint16_t)(u >> 16);
 }
 
-static float f16_to_f32(uint16_t h) {
+float rt_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
   float f;
   if (exp == 0) {
@@ -58,7 +57,7 @@ static float f16_to_f32(uint16_t h) {
   return sign ? -f : f;
 }
 
-static uint16_t f32_to_f16(float f) {
+uint16_t rt_f32_to_f16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
@@ -73,30 +72,73 @@ static uint16_t f32_to_f16(float f) {
   return sign | (uint16_t)(((uint32_t)(e + 14) << 10) | (man & 0x3ff));
 }
 
-/* ---- element access for convert (a per-element switch: convert is rare) ----------------- */
+/* f8: E4M3FN (bias 7, no infinities, NaN = all ones) and E5M2 (bias 15, IEEE-like). */
+static double f8_decode(uint8_t v, int eb, int mb, int bias, bool fn) {
+  int sign = v >> 7, e = (v >> mb) & ((1 << eb) - 1), m = v & ((1 << mb) - 1);
+  double x;
+  if (fn && e == (1 << eb) - 1 && m == (1 << mb) - 1) return NAN;
+  if (!fn && e == (1 << eb) - 1) x = m ? NAN : INFINITY;
+  else if (e == 0) x = ldexp(m, 1 - bias - mb);
+  else x = ldexp(m + (1 << mb), e - bias - mb);
+  return sign ? -x : x;
+}
 
-static bool is_int_type(prog_dtype t) { return t != PROG_F32 && t != PROG_F64 && t != PROG_BF16 && t != PROG_F16; }
+static uint8_t f8_encode(double x, int eb, int mb, int bias, bool fn) {
+  uint8_t sign = signbit(x) ? 0x80 : 0;
+  uint8_t nan = fn ? 0x7f : (uint8_t)(((1 << eb) - 1) << mb | (1 << (mb - 1)));
+  if (isnan(x)) return sign | nan;
+  double a = fabs(x);
+  if (isinf(a)) return fn ? (sign | nan) : (uint8_t)(sign | ((1 << eb) - 1) << mb);
+  int e;
+  frexp(a, &e);
+  e -= 1;                                  /* a = 1.f * 2^e */
+  if (e < 1 - bias) e = 1 - bias;          /* subnormal range: fixed scale */
+  double m = nearbyint(ldexp(a, mb - e));  /* mantissa with the implicit bit, rounded even */
+  if (m >= (double)(2 << mb)) { m /= 2; e++; }
+  int biased = m >= (double)(1 << mb) ? e + bias : 0;
+  int man = (int)m & ((1 << mb) - 1);
+  int top = fn ? (1 << eb) - 1 : (1 << eb) - 2;
+  if (biased > top || (fn && biased == top && man == (1 << mb) - 1))
+    return fn ? (sign | nan) : (uint8_t)(sign | ((1 << eb) - 1) << mb);
+  return (uint8_t)(sign | biased << mb | man);
+}
 
-static double get_f(prog_dtype t, const void* p, int64_t i) {
+bool rt_is_float(prog_dtype t) {
+  return t == PROG_F32 || t == PROG_F64 || t == PROG_BF16 || t == PROG_F16 ||
+         t == PROG_F8E4M3FN || t == PROG_F8E5M2;
+}
+
+bool rt_is_unsigned(prog_dtype t) {
+  return t == PROG_U8 || t == PROG_U16 || t == PROG_U32 || t == PROG_U64 || t == PROG_PRED;
+}
+
+/* ---- element access (a per-element switch: for convert and the rarer ops) ---------------- */
+
+double rt_get_f(prog_dtype t, const void* p, int64_t i) {
   switch (t) {
     case PROG_F32: return ((const float*)p)[i];
     case PROG_F64: return ((const double*)p)[i];
-    case PROG_BF16: return bf16_to_f32(((const uint16_t*)p)[i]);
-    case PROG_F16: return f16_to_f32(((const uint16_t*)p)[i]);
-    default: return 0;
+    case PROG_BF16: return rt_bf16_to_f32(((const uint16_t*)p)[i]);
+    case PROG_F16: return rt_f16_to_f32(((const uint16_t*)p)[i]);
+    case PROG_F8E4M3FN: return f8_decode(((const uint8_t*)p)[i], 4, 3, 7, true);
+    case PROG_F8E5M2: return f8_decode(((const uint8_t*)p)[i], 5, 2, 15, false);
+    case PROG_U64: return (double)((const uint64_t*)p)[i];
+    default: return (double)rt_get_i(t, p, i);
   }
 }
 
-static int64_t get_i(prog_dtype t, const void* p, int64_t i) {
+int64_t rt_get_i(prog_dtype t, const void* p, int64_t i) {
   switch (t) {
     case PROG_PRED: return ((const uint8_t*)p)[i] != 0;
     case PROG_S8: return ((const int8_t*)p)[i];
     case PROG_U8: return ((const uint8_t*)p)[i];
+    case PROG_S16: return ((const int16_t*)p)[i];
+    case PROG_U16: return ((const uint16_t*)p)[i];
     case PROG_S32: return ((const int32_t*)p)[i];
     case PROG_U32: return ((const uint32_t*)p)[i];
     case PROG_S64: return ((const int64_t*)p)[i];
     case PROG_U64: return (int64_t)((const uint64_t*)p)[i];
-    default: return 0;
+    default: return (int64_t)rt_get_f(t, p, i);
   }
 }
 
@@ -107,15 +149,25 @@ static int64_t saturate(double x, double lo, double hi) {
   return (int64_t)x;
 }
 
-static void put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from_float) {
+void rt_put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from_float) {
   switch (t) {
     case PROG_F32: ((float*)p)[i] = from_float ? (float)f : (float)n; return;
     case PROG_F64: ((double*)p)[i] = from_float ? f : (double)n; return;
-    case PROG_BF16: ((uint16_t*)p)[i] = f32_to_bf16(from_float ? (float)f : (float)n); return;
-    case PROG_F16: ((uint16_t*)p)[i] = f32_to_f16(from_float ? (float)f : (float)n); return;
+    case PROG_BF16: ((uint16_t*)p)[i] = rt_f32_to_bf16(from_float ? (float)f : (float)n); return;
+    case PROG_F16: ((uint16_t*)p)[i] = rt_f32_to_f16(from_float ? (float)f : (float)n); return;
+    case PROG_F8E4M3FN:
+      ((uint8_t*)p)[i] = f8_encode(from_float ? (double)(float)f : (double)n, 4, 3, 7, true);
+      return;
+    case PROG_F8E5M2:
+      ((uint8_t*)p)[i] = f8_encode(from_float ? (double)(float)f : (double)n, 5, 2, 15, false);
+      return;
     case PROG_PRED: ((uint8_t*)p)[i] = from_float ? f != 0 : n != 0; return;
     case PROG_S8: ((int8_t*)p)[i] = (int8_t)(from_float ? saturate(f, -128, 127) : n); return;
     case PROG_U8: ((uint8_t*)p)[i] = (uint8_t)(from_float ? saturate(f, 0, 255) : n); return;
+    case PROG_S16:
+      ((int16_t*)p)[i] = (int16_t)(from_float ? saturate(f, -32768, 32767) : n);
+      return;
+    case PROG_U16: ((uint16_t*)p)[i] = (uint16_t)(from_float ? saturate(f, 0, 65535) : n); return;
     case PROG_S32:
       ((int32_t*)p)[i] = (int32_t)(from_float ? saturate(f, -2147483648.0, 2147483647.0) : n);
       return;
@@ -138,10 +190,15 @@ static void put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from
 
 static void convert(const prog_shape* from, const void* a, const prog_shape* to, void* o) {
   int64_t n = prog_shape_elements(to);
-  bool from_float = !is_int_type(from->dtype);
+  /* u64 -> float goes through the unsigned value; int -> int keeps the bits (wraps) */
+  bool as_float = rt_is_float(from->dtype) || (from->dtype == PROG_U64 && rt_is_float(to->dtype));
+  if (from->dtype == to->dtype) {
+    memcpy(o, a, rt_bytes(to));
+    return;
+  }
   for (int64_t i = 0; i < n; i++) {
-    if (from_float) put(to->dtype, o, i, get_f(from->dtype, a, i), 0, true);
-    else put(to->dtype, o, i, 0, get_i(from->dtype, a, i), false);
+    if (as_float) rt_put(to->dtype, o, i, rt_get_f(from->dtype, a, i), 0, true);
+    else rt_put(to->dtype, o, i, 0, rt_get_i(from->dtype, a, i), false);
   }
 }
 
@@ -166,16 +223,20 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
         break;                                                                             \
       case OP_SQRT: for (int64_t i = 0; i < n; i++) o[i] = sqrt##SUF(a[i]); break;         \
       case OP_RSQRT: for (int64_t i = 0; i < n; i++) o[i] = (T)1 / sqrt##SUF(a[i]); break; \
+      case OP_CBRT: for (int64_t i = 0; i < n; i++) o[i] = cbrt##SUF(a[i]); break;         \
       case OP_SIGN:                                                                        \
         for (int64_t i = 0; i < n; i++)                                                    \
           o[i] = isnan(a[i]) ? a[i] : a[i] > 0 ? (T)1 : a[i] < 0 ? (T)-1 : a[i];           \
         break;                                                                             \
       case OP_FLOOR: for (int64_t i = 0; i < n; i++) o[i] = floor##SUF(a[i]); break;       \
       case OP_CEIL: for (int64_t i = 0; i < n; i++) o[i] = ceil##SUF(a[i]); break;         \
+      case OP_ROUND_AFZ: for (int64_t i = 0; i < n; i++) o[i] = round##SUF(a[i]); break;   \
+      case OP_ROUND_EVEN: for (int64_t i = 0; i < n; i++) o[i] = nearbyint##SUF(a[i]); break; \
       case OP_LOG1P: for (int64_t i = 0; i < n; i++) o[i] = log1p##SUF(a[i]); break;       \
       case OP_EXPM1: for (int64_t i = 0; i < n; i++) o[i] = expm1##SUF(a[i]); break;       \
       case OP_SIN: for (int64_t i = 0; i < n; i++) o[i] = sin##SUF(a[i]); break;           \
       case OP_COS: for (int64_t i = 0; i < n; i++) o[i] = cos##SUF(a[i]); break;           \
+      case OP_TAN: for (int64_t i = 0; i < n; i++) o[i] = tan##SUF(a[i]); break;           \
       default: break;                                                                      \
     }                                                                                      \
   }
@@ -201,38 +262,55 @@ FLOAT_UNARY(double, )
 FLOAT_BINARY(float, f)
 FLOAT_BINARY(double, )
 
-/* Integers: wrapping arithmetic through the unsigned type U. */
-#define INT_KERNELS(T, U, SUF, TMIN, BITS)                                                       \
+static inline bool neg64(int64_t x) { return x < 0; }
+
+/* Integers of every width, signed (S = 1) or not: wrapping arithmetic through the unsigned
+ * type W (at least 32 bits wide, so that no narrow product is promoted to a signed int). */
+#define INT_KERNELS(T, W, SUF, TMIN, BITS, SIGNED)                                            \
   static void unary_##SUF(prog_opcode op, const T* a, T* o, int64_t n) {                  \
     switch (op) {                                                                          \
-      case OP_NEGATE: for (int64_t i = 0; i < n; i++) o[i] = (T)(0 - (U)a[i]); break;      \
+      case OP_NEGATE: for (int64_t i = 0; i < n; i++) o[i] = (T)(0 - (W)a[i]); break;      \
       case OP_ABS:                                                                         \
-        for (int64_t i = 0; i < n; i++) o[i] = a[i] < 0 ? (T)(0 - (U)a[i]) : a[i];         \
+        for (int64_t i = 0; i < n; i++) o[i] = SIGNED && neg64((int64_t)a[i]) ? (T)(0 - (W)a[i]) : a[i]; \
         break;                                                                             \
-      case OP_SIGN: for (int64_t i = 0; i < n; i++) o[i] = (T)((a[i] > 0) - (a[i] < 0)); break; \
+      case OP_SIGN:                                                                        \
+        for (int64_t i = 0; i < n; i++)                                                    \
+          o[i] = (T)(SIGNED && neg64((int64_t)a[i]) ? (T)-1 : a[i] != 0);                  \
+        break;                                                                             \
       case OP_NOT: for (int64_t i = 0; i < n; i++) o[i] = (T)~a[i]; break;                 \
+      case OP_POPCNT:                                                                      \
+        for (int64_t i = 0; i < n; i++)                                                    \
+          o[i] = (T)__builtin_popcountll((unsigned long long)(W)a[i] & (~0ull >> (64 - BITS))); \
+        break;                                                                             \
+      case OP_CLZ:                                                                         \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+          unsigned long long x = (unsigned long long)(W)a[i] & (~0ull >> (64 - BITS));     \
+          o[i] = (T)(x == 0 ? BITS : __builtin_clzll(x) - (64 - BITS));                    \
+        }                                                                                  \
+        break;                                                                             \
       default: break;                                                                      \
     }                                                                                      \
   }                                                                                        \
   static T ipow_##SUF(T x, T y) {                                                          \
-    if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;                       \
-    U r = 1, b = (U)x;                                                                     \
-    for (T e = y; e > 0; e >>= 1, b *= b)                                                  \
+    if (SIGNED && neg64((int64_t)y))                                                       \
+      return (T)(x == 1 ? 1 : (SIGNED && neg64((int64_t)x + 1 - 1) && x == (T)-1) ? ((y & 1) ? (T)-1 : 1) : 0); \
+    W r = 1, b = (W)x;                                                                     \
+    for (W e = (W)y; e > 0; e >>= 1, b *= b)                                               \
       if (e & 1) r *= b;                                                                   \
     return (T)r;                                                                           \
   }                                                                                        \
   static void binary_##SUF(prog_opcode op, const T* a, const T* b, T* o, int64_t n) {     \
     switch (op) {                                                                          \
-      case OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = (T)((U)a[i] + (U)b[i]); break;   \
-      case OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = (T)((U)a[i] - (U)b[i]); break;   \
-      case OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = (T)((U)a[i] * (U)b[i]); break;   \
+      case OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = (T)((W)a[i] + (W)b[i]); break;   \
+      case OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = (T)((W)a[i] - (W)b[i]); break;   \
+      case OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = (T)((W)a[i] * (W)b[i]); break;   \
       case OP_DIV:                                                                         \
         for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = b[i] == 0 ? (T)-1 : (a[i] == TMIN && b[i] == -1) ? TMIN : a[i] / b[i];    \
+          o[i] = b[i] == 0 ? (T)-1 : (a[i] == TMIN && b[i] == (T)-1) ? TMIN : (T)(a[i] / b[i]); \
         break;                                                                             \
       case OP_REM:                                                                         \
         for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = b[i] == 0 ? a[i] : (a[i] == TMIN && b[i] == -1) ? 0 : a[i] % b[i];        \
+          o[i] = b[i] == 0 ? a[i] : (a[i] == TMIN && b[i] == (T)-1) ? 0 : (T)(a[i] % b[i]); \
         break;                                                                             \
       case OP_POW: for (int64_t i = 0; i < n; i++) o[i] = ipow_##SUF(a[i], b[i]); break;   \
       case OP_MAX: for (int64_t i = 0; i < n; i++) o[i] = a[i] > b[i] ? a[i] : b[i]; break; \
@@ -242,29 +320,43 @@ FLOAT_BINARY(double, )
       case OP_XOR: for (int64_t i = 0; i < n; i++) o[i] = a[i] ^ b[i]; break;              \
       /* shifts by the bit width or more: 0, or the sign for arithmetic right shifts */     \
       case OP_SHL:                                                                         \
-        for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = (U)b[i] >= BITS ? 0 : (T)((U)a[i] << b[i]);                               \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+          uint64_t s = (uint64_t)(W)b[i] & (~0ull >> (64 - BITS));                         \
+          o[i] = s >= BITS ? 0 : (T)((uint64_t)(W)a[i] << s);                              \
+        }                                                                                  \
         break;                                                                             \
       case OP_SHRL:                                                                        \
-        for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = (U)b[i] >= BITS ? 0 : (T)((U)a[i] >> b[i]);                               \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+          uint64_t s = (uint64_t)(W)b[i] & (~0ull >> (64 - BITS));                         \
+          uint64_t x = (uint64_t)(W)a[i] & (~0ull >> (64 - BITS));                         \
+          o[i] = s >= BITS ? 0 : (T)(x >> s);                                              \
+        }                                                                                  \
         break;                                                                             \
       case OP_SHRA:                                                                        \
-        for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = (U)b[i] >= BITS ? (a[i] < 0 ? -1 : 0)                                     \
-                                 : (T)(a[i] < 0 ? ~(~(U)a[i] >> b[i]) : (U)a[i] >> b[i]);  \
+        for (int64_t i = 0; i < n; i++) {                                                  \
+          uint64_t s = (uint64_t)(W)b[i] & (~0ull >> (64 - BITS));                         \
+          /* the bits as a signed value of the same width */                               \
+          int64_t x = (int64_t)((uint64_t)(W)a[i] << (64 - BITS)) >> (64 - BITS);          \
+          o[i] = (T)(s >= BITS ? (x < 0 ? -1 : 0) : x >> s);                               \
+        }                                                                                  \
         break;                                                                             \
       default: break;                                                                      \
     }                                                                                      \
   }
 
-INT_KERNELS(int32_t, uint32_t, s32, INT32_MIN, 32u)
-INT_KERNELS(int64_t, uint64_t, s64, INT64_MIN, 64u)
+INT_KERNELS(int8_t, uint32_t, s8, INT8_MIN, 8u, 1)
+INT_KERNELS(int16_t, uint32_t, s16, INT16_MIN, 16u, 1)
+INT_KERNELS(int32_t, uint32_t, s32, INT32_MIN, 32u, 1)
+INT_KERNELS(int64_t, uint64_t, s64, INT64_MIN, 64u, 1)
+INT_KERNELS(uint8_t, uint32_t, u8, 0, 8u, 0)
+INT_KERNELS(uint16_t, uint32_t, u16, 0, 16u, 0)
+INT_KERNELS(uint32_t, uint32_t, u32, 0, 32u, 0)
+INT_KERNELS(uint64_t, uint64_t, u64, 0, 64u, 0)
 
 /* pred is a one-bit integer: + is or, * is and, max is or, min is and. */
 static void unary_pred(prog_opcode op, const uint8_t* a, uint8_t* o, int64_t n) {
   for (int64_t i = 0; i < n; i++)
-    o[i] = op == OP_NOT ? !a[i] : op == OP_SIGN || op == OP_ABS ? a[i] : a[i];  /* -x == x */
+    o[i] = op == OP_NOT ? !a[i] : op == OP_CLZ ? !a[i] : a[i];  /* -x == x, |x| == x */
 }
 
 static void binary_pred(prog_opcode op, const uint8_t* a, const uint8_t* b, uint8_t* o,
@@ -278,53 +370,59 @@ static void binary_pred(prog_opcode op, const uint8_t* a, const uint8_t* b, uint
       case OP_DIV: o[i] = y ? x : 1; break;  /* x/0 = -1, i.e. true */
       case OP_REM: o[i] = y ? 0 : x; break;
       case OP_POW: o[i] = x | !y; break;
+      case OP_SHL: o[i] = y ? 0 : x; break;
+      case OP_SHRL: case OP_SHRA: o[i] = y ? (op == OP_SHRA ? x : 0) : x; break;
       default: o[i] = 0; break;
     }
   }
 }
 
-static float* widen_bf16(const uint16_t* a, int64_t n) {
+static float* widen(prog_dtype t, const uint16_t* a, int64_t n) {
   float* w = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
   if (w != NULL)
-    for (int64_t i = 0; i < n; i++) w[i] = bf16_to_f32(a[i]);
+    for (int64_t i = 0; i < n; i++) w[i] = t == PROG_BF16 ? rt_bf16_to_f32(a[i]) : rt_f16_to_f32(a[i]);
   return w;
 }
+
+#define INT_CASE(TAG, SUF)                                                                 \
+  case TAG:                                                                                \
+    if (binary) binary_##SUF(in->op, a, b, o, n); else unary_##SUF(in->op, a, o, n);       \
+    return PROG_OK;
 
 static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* a_shape,
                              void* const* args, void* o, int64_t n) {
   bool binary = in->num_in == 2;
   const void *a = args[0], *b = binary ? args[1] : NULL;
   switch (a_shape->dtype) {
-    case PROG_F32:
-      if (binary) binary_f(in->op, a, b, o, n); else unary_f(in->op, a, o, n);
-      return PROG_OK;
-    case PROG_F64:
-      if (binary) binary_(in->op, a, b, o, n); else unary_(in->op, a, o, n);
-      return PROG_OK;
-    case PROG_S32:
-      if (binary) binary_s32(in->op, a, b, o, n); else unary_s32(in->op, a, o, n);
-      return PROG_OK;
-    case PROG_S64:
-      if (binary) binary_s64(in->op, a, b, o, n); else unary_s64(in->op, a, o, n);
-      return PROG_OK;
-    case PROG_PRED:
-      if (binary) binary_pred(in->op, a, b, o, n); else unary_pred(in->op, a, o, n);
-      return PROG_OK;
-    case PROG_BF16: {
-      float *wa = widen_bf16(a, n), *wb = binary ? widen_bf16(b, n) : NULL;
+    INT_CASE(PROG_F32, f)
+    INT_CASE(PROG_F64, )
+    INT_CASE(PROG_S8, s8)
+    INT_CASE(PROG_S16, s16)
+    INT_CASE(PROG_S32, s32)
+    INT_CASE(PROG_S64, s64)
+    INT_CASE(PROG_U8, u8)
+    INT_CASE(PROG_U16, u16)
+    INT_CASE(PROG_U32, u32)
+    INT_CASE(PROG_U64, u64)
+    INT_CASE(PROG_PRED, pred)
+    case PROG_BF16:
+    case PROG_F16: {
+      prog_dtype t = a_shape->dtype;
+      float *wa = widen(t, a, n), *wb = binary ? widen(t, b, n) : NULL;
       int code = PROG_OK;
       if (wa == NULL || (binary && wb == NULL)) {
-        code = fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+        code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
       } else {
         if (binary) binary_f(in->op, wa, wb, wa, n); else unary_f(in->op, wa, wa, n);
-        for (int64_t i = 0; i < n; i++) ((uint16_t*)o)[i] = f32_to_bf16(wa[i]);
+        for (int64_t i = 0; i < n; i++)
+          ((uint16_t*)o)[i] = t == PROG_BF16 ? rt_f32_to_bf16(wa[i]) : rt_f32_to_f16(wa[i]);
       }
       free(wa);
       free(wb);
       return code;
     }
     default:
-      return fail(r, PROG_UNIMPLEMENTED, "unsupported element type", in->vhlo_name);
+      return rt_fail(r, PROG_UNIMPLEMENTED, "unsupported element type", in->vhlo_name);
   }
 }
 
@@ -337,13 +435,14 @@ static int elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a_shap
   int64_t n = prog_shape_elements(&in->shape);
   if (in->scalar_in == 0) return elementwise_dense(r, in, a_shape, args, o, n);
   size_t es = prog_dtype_size(a_shape->dtype), os = prog_dtype_size(in->shape.dtype);
-  int64_t block = a_shape->dtype == PROG_BF16 ? n : BLOCK;  /* bf16 widens whole arrays */
+  bool narrow = a_shape->dtype == PROG_BF16 || a_shape->dtype == PROG_F16;
+  int64_t block = narrow ? n : BLOCK;  /* narrow floats widen whole arrays */
   char* fill[2] = {NULL, NULL};
   int code = PROG_OK;
   for (int k = 0; k < 2; k++)
     if (in->scalar_in & (1u << k)) {
       fill[k] = malloc((size_t)(block > 0 ? block : 1) * es);
-      if (fill[k] == NULL) { code = fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name); break; }
+      if (fill[k] == NULL) { code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name); break; }
       for (int64_t i = 0; i < block; i++) memcpy(fill[k] + i * (int64_t)es, args[k], es);
     }
   for (int64_t at = 0; at < n && code == PROG_OK; at += block) {
@@ -361,38 +460,37 @@ static int elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a_shap
   return code;
 }
 
-#define COMPARE_LOOP(T)                                                                    \
+#define COMPARE_LOOP(T, GET)                                                               \
   do {                                                                                     \
     const T *x = a, *y = b;                                                                \
     for (int64_t i = 0; i < n; i++) {                                                      \
       switch (dir) {                                                                       \
-        case CMP_EQ: o[i] = x[i] == y[i]; break;                                           \
-        case CMP_NE: o[i] = x[i] != y[i]; break;                                           \
-        case CMP_GE: o[i] = x[i] >= y[i]; break;                                           \
-        case CMP_GT: o[i] = x[i] > y[i]; break;                                            \
-        case CMP_LE: o[i] = x[i] <= y[i]; break;                                           \
-        default: o[i] = x[i] < y[i]; break;                                                \
+        case CMP_EQ: o[i] = GET(x[i]) == GET(y[i]); break;                                 \
+        case CMP_NE: o[i] = GET(x[i]) != GET(y[i]); break;                                 \
+        case CMP_GE: o[i] = GET(x[i]) >= GET(y[i]); break;                                 \
+        case CMP_GT: o[i] = GET(x[i]) > GET(y[i]); break;                                  \
+        case CMP_LE: o[i] = GET(x[i]) <= GET(y[i]); break;                                 \
+        default: o[i] = GET(x[i]) < GET(y[i]); break;                                      \
       }                                                                                    \
     }                                                                                      \
   } while (0)
+#define SAME(x) (x)
 
 static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t* o,
                     int64_t n) {
   switch (t) {
-    case PROG_F32: COMPARE_LOOP(float); break;
-    case PROG_F64: COMPARE_LOOP(double); break;
-    case PROG_S32: COMPARE_LOOP(int32_t); break;
-    case PROG_S64: COMPARE_LOOP(int64_t); break;
-    case PROG_PRED: COMPARE_LOOP(uint8_t); break;
-    case PROG_BF16: {
-      const uint16_t *x = a, *y = b;
-      for (int64_t i = 0; i < n; i++) {
-        float fx = bf16_to_f32(x[i]), fy = bf16_to_f32(y[i]);
-        o[i] = dir == CMP_EQ ? fx == fy : dir == CMP_NE ? fx != fy : dir == CMP_GE ? fx >= fy
-             : dir == CMP_GT ? fx > fy : dir == CMP_LE ? fx <= fy : fx < fy;
-      }
-      break;
-    }
+    case PROG_F32: COMPARE_LOOP(float, SAME); break;
+    case PROG_F64: COMPARE_LOOP(double, SAME); break;
+    case PROG_S8: COMPARE_LOOP(int8_t, SAME); break;
+    case PROG_S16: COMPARE_LOOP(int16_t, SAME); break;
+    case PROG_S32: COMPARE_LOOP(int32_t, SAME); break;
+    case PROG_S64: COMPARE_LOOP(int64_t, SAME); break;
+    case PROG_U8: case PROG_PRED: COMPARE_LOOP(uint8_t, SAME); break;
+    case PROG_U16: COMPARE_LOOP(uint16_t, SAME); break;
+    case PROG_U32: COMPARE_LOOP(uint32_t, SAME); break;
+    case PROG_U64: COMPARE_LOOP(uint64_t, SAME); break;
+    case PROG_BF16: COMPARE_LOOP(uint16_t, rt_bf16_to_f32); break;
+    case PROG_F16: COMPARE_LOOP(uint16_t, rt_f16_to_f32); break;
     default: break;
   }
 }
@@ -402,9 +500,8 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
 /* Copies a `rank`-d box of elements: dst and src advance by their own (element) strides per
  * dimension.  Broadcast (stride 0), transpose, slice, reverse (negative strides) and
  * concatenate are all this one loop nest. */
-static void strided_copy(size_t esize, int rank, const int64_t* dims, char* dst,
-                         const int64_t* dst_strides, const char* src,
-                         const int64_t* src_strides) {
+void rt_strided_copy(size_t esize, int rank, const int64_t* dims, char* dst,
+                     const int64_t* dst_strides, const char* src, const int64_t* src_strides) {
   int64_t n = 1;
   for (int d = 0; d < rank; d++) n *= dims[d];
   if (n == 0) return;
@@ -429,8 +526,12 @@ static void strided_copy(size_t esize, int rank, const int64_t* dims, char* dst,
         for (int64_t i = 0; i < len; i++)
           ((uint16_t*)(void*)dst)[i * ds] = ((const uint16_t*)(const void*)src)[i * ss];
         break;
-      default:
+      case 1:
         for (int64_t i = 0; i < len; i++) dst[i * ds] = src[i * ss];
+        break;
+      default:
+        for (int64_t i = 0; i < len; i++)
+          memcpy(dst + i * ds * (int64_t)esize, src + i * ss * (int64_t)esize, esize);
         break;
     }
     int d = inner - 1;  /* odometer over the outer dimensions */
@@ -446,7 +547,7 @@ static void strided_copy(size_t esize, int rank, const int64_t* dims, char* dst,
   }
 }
 
-static void row_major_strides(const prog_shape* s, int64_t* strides) {
+void rt_strides(const prog_shape* s, int64_t* strides) {
   int64_t st = 1;
   for (int d = s->rank - 1; d >= 0; d--) {
     strides[d] = st;
@@ -456,37 +557,37 @@ static void row_major_strides(const prog_shape* s, int64_t* strides) {
 
 static void broadcast(const prog_insn* in, const prog_shape* a, const void* src, void* o) {
   int64_t a_st[PROG_MAX_RANK], o_st[PROG_MAX_RANK], s_st[PROG_MAX_RANK] = {0};
-  row_major_strides(a, a_st);
-  row_major_strides(&in->shape, o_st);
+  rt_strides(a, a_st);
+  rt_strides(&in->shape, o_st);
   for (int d = 0; d < a->rank; d++)
     if (a->dims[d] != 1) s_st[in->p[0][d]] = a_st[d];
-  strided_copy(prog_dtype_size(a->dtype), in->shape.rank, in->shape.dims, o, o_st, src, s_st);
+  rt_strided_copy(prog_dtype_size(a->dtype), in->shape.rank, in->shape.dims, o, o_st, src, s_st);
 }
 
 static void transpose(const prog_insn* in, const prog_shape* a, const void* src, void* o) {
   int64_t a_st[PROG_MAX_RANK], o_st[PROG_MAX_RANK], s_st[PROG_MAX_RANK];
-  row_major_strides(a, a_st);
-  row_major_strides(&in->shape, o_st);
+  rt_strides(a, a_st);
+  rt_strides(&in->shape, o_st);
   for (int d = 0; d < a->rank; d++) s_st[d] = a_st[in->p[0][d]];
-  strided_copy(prog_dtype_size(a->dtype), a->rank, in->shape.dims, o, o_st, src, s_st);
+  rt_strided_copy(prog_dtype_size(a->dtype), a->rank, in->shape.dims, o, o_st, src, s_st);
 }
 
 static void slice(const prog_insn* in, const prog_shape* a, const char* src, void* o) {
   int64_t a_st[PROG_MAX_RANK], o_st[PROG_MAX_RANK], s_st[PROG_MAX_RANK];
   size_t es = prog_dtype_size(a->dtype);
-  row_major_strides(a, a_st);
-  row_major_strides(&in->shape, o_st);
+  rt_strides(a, a_st);
+  rt_strides(&in->shape, o_st);
   for (int d = 0; d < a->rank; d++) {
     src += (int64_t)es * in->p[0][d] * a_st[d];
     s_st[d] = a_st[d] * in->p[2][d];
   }
-  strided_copy(es, a->rank, in->shape.dims, o, o_st, src, s_st);
+  rt_strided_copy(es, a->rank, in->shape.dims, o, o_st, src, s_st);
 }
 
 static void reverse(const prog_insn* in, const char* src, void* o) {
   int64_t st[PROG_MAX_RANK], s_st[PROG_MAX_RANK];
   size_t es = prog_dtype_size(in->shape.dtype);
-  row_major_strides(&in->shape, st);
+  rt_strides(&in->shape, st);
   memcpy(s_st, st, sizeof st);
   if (prog_shape_elements(&in->shape) == 0) return;
   for (int k = 0; k < in->np[0]; k++) {
@@ -494,30 +595,30 @@ static void reverse(const prog_insn* in, const char* src, void* o) {
     src += (int64_t)es * (in->shape.dims[d] - 1) * st[d];
     s_st[d] = -st[d];
   }
-  strided_copy(es, in->shape.rank, in->shape.dims, o, st, src, s_st);
+  rt_strided_copy(es, in->shape.rank, in->shape.dims, o, st, src, s_st);
 }
 
 static void concatenate(const prog_insn* in, const prog_shape* values, void* const* args,
                         char* o) {
   int64_t o_st[PROG_MAX_RANK], a_st[PROG_MAX_RANK];
   size_t es = prog_dtype_size(in->shape.dtype);
-  row_major_strides(&in->shape, o_st);
+  rt_strides(&in->shape, o_st);
   int dim = in->iarg;
   for (int k = 0; k < in->num_in; k++) {
     const prog_shape* a = &values[in->in[k]];
-    row_major_strides(a, a_st);
-    strided_copy(es, a->rank, a->dims, o, o_st, args[k], a_st);
+    rt_strides(a, a_st);
+    rt_strided_copy(es, a->rank, a->dims, o, o_st, args[k], a_st);
     o += (int64_t)es * a->dims[dim] * o_st[dim];
   }
 }
 
 static void iota(const prog_insn* in, void* o) {
   int64_t st[PROG_MAX_RANK];
-  row_major_strides(&in->shape, st);
+  rt_strides(&in->shape, st);
   int64_t n = prog_shape_elements(&in->shape), size = in->shape.dims[in->iarg];
   for (int64_t i = 0; i < n; i++) {
     int64_t v = (i / st[in->iarg]) % size;
-    put(in->shape.dtype, o, i, (double)v, v, false);
+    rt_put(in->shape.dtype, o, i, (double)v, v, false);
   }
 }
 
@@ -545,14 +646,19 @@ static void clamp(const prog_insn* in, const prog_shape* values, void* const* ar
   prog_dtype t = in->shape.dtype;
   for (int64_t i = 0; i < n; i++) {
     int64_t li = lo_scalar ? 0 : i, hi = hi_scalar ? 0 : i;
-    if (is_int_type(t)) {
-      int64_t x = get_i(t, args[1], i), lo = get_i(t, args[0], li), h = get_i(t, args[2], hi);
+    if (t == PROG_U64) {
+      uint64_t x = ((const uint64_t*)args[1])[i], lo = ((const uint64_t*)args[0])[li],
+               h = ((const uint64_t*)args[2])[hi];
       x = x < lo ? lo : x;
-      put(t, o, i, 0, x > h ? h : x, false);
+      ((uint64_t*)o)[i] = x > h ? h : x;
+    } else if (!rt_is_float(t)) {
+      int64_t x = rt_get_i(t, args[1], i), lo = rt_get_i(t, args[0], li), h = rt_get_i(t, args[2], hi);
+      x = x < lo ? lo : x;
+      rt_put(t, o, i, 0, x > h ? h : x, false);
     } else {
-      double x = get_f(t, args[1], i), lo = get_f(t, args[0], li), h = get_f(t, args[2], hi);
+      double x = rt_get_f(t, args[1], i), lo = rt_get_f(t, args[0], li), h = rt_get_f(t, args[2], hi);
       x = FMINN(FMAXN(x, lo), h);
-      put(t, o, i, x, 0, true);
+      rt_put(t, o, i, x, 0, true);
     }
   }
 }
@@ -563,13 +669,13 @@ static void clamp(const prog_insn* in, const prog_shape* values, void* const* ar
 static void gather_dims(const prog_shape* a, const void* src, const int* order, void* dst) {
   prog_shape t = *a;
   int64_t a_st[PROG_MAX_RANK], t_st[PROG_MAX_RANK], s_st[PROG_MAX_RANK];
-  row_major_strides(a, a_st);
+  rt_strides(a, a_st);
   for (int d = 0; d < a->rank; d++) {
     t.dims[d] = a->dims[order[d]];
     s_st[d] = a_st[order[d]];
   }
-  row_major_strides(&t, t_st);
-  strided_copy(prog_dtype_size(a->dtype), a->rank, t.dims, dst, t_st, src, s_st);
+  rt_strides(&t, t_st);
+  rt_strided_copy(prog_dtype_size(a->dtype), a->rank, t.dims, dst, t_st, src, s_st);
 }
 
 /* The order batch, free, contracting (lhs) or batch, contracting, free (rhs), and the sizes. */
@@ -587,39 +693,39 @@ static void dot_layout(const prog_shape* s, const int64_t* batch, int nb, const 
   for (int r = 0; r < nc; r++) order[contract_at + r] = (int)contract[r];
 }
 
-/* c += x * b over a row: restrict lets the compiler vectorize it. */
-static void axpy_f(float* restrict c, const float* restrict b, float x, int64_t n) {
-  for (int64_t j = 0; j < n; j++) c[j] += x * b[j];
-}
-static void axpy_(double* restrict c, const double* restrict b, double x, int64_t n) {
-  for (int64_t j = 0; j < n; j++) c[j] += x * b[j];
+/* The type the products accumulate in: f32 for f32 and narrower floats, f64, or a wrapping
+ * 64-bit integer (its low bits are those of any narrower wrapping accumulation). */
+typedef enum { WORK_F32, WORK_F64, WORK_I64 } work_type;
+
+static work_type dot_work(prog_dtype a, prog_dtype b, prog_dtype out) {
+  if (a == PROG_F64 || b == PROG_F64 || out == PROG_F64) return WORK_F64;
+  if (rt_is_float(a) || rt_is_float(b) || rt_is_float(out)) return WORK_F32;
+  return WORK_I64;
 }
 
-/* Row-by-row (i, k, j) so the innermost loop streams contiguous rows of B and C. */
-#define MATMUL(T, AXPY)                                                                    \
-  do {                                                                                     \
-    const T *A = a, *B = b;                                                                \
-    T* C = o;                                                                              \
-    memset(C, 0, (size_t)(nbatch * M * N) * sizeof(T));                                   \
-    for (int64_t q = 0; q < nbatch; q++)                                                   \
-      for (int64_t i = 0; i < M; i++)                                                      \
-        for (int64_t k = 0; k < K; k++)                                                    \
-          AXPY(C + (q * M + i) * N, B + (q * K + k) * N, A[(q * M + i) * K + k], N);       \
-  } while (0)
-
-#define MATMUL_WRAP(T, U)                                                                  \
-  do {                                                                                     \
-    const T *A = a, *B = b;                                                                \
-    T* C = o;                                                                              \
-    memset(C, 0, (size_t)(nbatch * M * N) * sizeof(T));                                   \
-    for (int64_t q = 0; q < nbatch; q++)                                                   \
-      for (int64_t i = 0; i < M; i++)                                                      \
-        for (int64_t k = 0; k < K; k++)                                                    \
-          for (int64_t j = 0; j < N; j++) {                                                \
-            T* c = &C[(q * M + i) * N + j];                                                \
-            *c = (T)((U)*c + (U)A[(q * M + i) * K + k] * (U)B[(q * K + k) * N + j]);        \
-          }                                                                                \
-  } while (0)
+/* The operand, permuted to `order`, in the work type. */
+static void* dot_operand(const prog_shape* s, const void* src, const int* order, work_type w,
+                         int64_t n) {
+  size_t ws = w == WORK_F32 ? 4 : 8;
+  bool native = (w == WORK_F32 && s->dtype == PROG_F32) || (w == WORK_F64 && s->dtype == PROG_F64) ||
+                (w == WORK_I64 && s->dtype == PROG_S64);
+  void* out = malloc((size_t)n * ws + 8);
+  if (out == NULL) return NULL;
+  if (native) {
+    gather_dims(s, src, order, out);
+    return out;
+  }
+  void* tmp = malloc((size_t)n * prog_dtype_size(s->dtype) + 8);
+  if (tmp == NULL) { free(out); return NULL; }
+  gather_dims(s, src, order, tmp);
+  for (int64_t i = 0; i < n; i++) {
+    if (w == WORK_F32) ((float*)out)[i] = (float)rt_get_f(s->dtype, tmp, i);
+    else if (w == WORK_F64) ((double*)out)[i] = rt_get_f(s->dtype, tmp, i);
+    else ((int64_t*)out)[i] = rt_get_i(s->dtype, tmp, i);
+  }
+  free(tmp);
+  return out;
+}
 
 static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog_shape* bs,
                const void* a_src, const void* b_src, void* o) {
@@ -629,33 +735,40 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
   dot_layout(bs, in->p[1], in->np[1], in->p[3], in->np[3], true, bo, &N);
   for (int k = 0; k < in->np[0]; k++) nbatch *= as->dims[in->p[0][k]];
   for (int k = 0; k < in->np[2]; k++) K *= as->dims[in->p[2][k]];
-  size_t es = prog_dtype_size(as->dtype);
-  bool is_bf16 = as->dtype == PROG_BF16;
-  size_t work_es = is_bf16 ? 4 : es;
-  void* a = malloc((size_t)(nbatch * M * K) * work_es + 8);
-  void* b = malloc((size_t)(nbatch * K * N) * work_es + 8);
-  void* c = is_bf16 ? malloc((size_t)(nbatch * M * N) * 4 + 8) : o;
+  prog_dtype ot = in->shape.dtype;
+  work_type w = dot_work(as->dtype, bs->dtype, ot);
+  bool native_out = (w == WORK_F32 && ot == PROG_F32) || (w == WORK_F64 && ot == PROG_F64) ||
+                    (w == WORK_I64 && ot == PROG_S64);
+  size_t ws = w == WORK_F32 ? 4 : 8;
+  void* a = dot_operand(as, a_src, ao, w, nbatch * M * K);
+  void* b = dot_operand(bs, b_src, bo, w, nbatch * K * N);
+  void* c = native_out ? o : malloc((size_t)(nbatch * M * N) * ws + 8);
   if (a == NULL || b == NULL || c == NULL) {
-    free(a); free(b); if (is_bf16) free(c);
-    return fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+    free(a); free(b); if (!native_out) free(c);
+    return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
   }
-  gather_dims(as, a_src, ao, a);
-  gather_dims(bs, b_src, bo, b);
-  if (is_bf16) {  /* widen in place from the back: the bf16 data occupies the first half */
-    for (int64_t i = nbatch * M * K - 1; i >= 0; i--) ((float*)a)[i] = bf16_to_f32(((uint16_t*)a)[i]);
-    for (int64_t i = nbatch * K * N - 1; i >= 0; i--) ((float*)b)[i] = bf16_to_f32(((uint16_t*)b)[i]);
+  memset(c, 0, (size_t)(nbatch * M * N) * ws);
+  for (int64_t q = 0; q < nbatch; q++) {
+    if (w == WORK_F32)
+      rt_matmul_f32((const float*)a + q * M * K, (const float*)b + q * K * N,
+                    (float*)c + q * M * N, M, N, K);
+    else if (w == WORK_F64)
+      rt_matmul_f64((const double*)a + q * M * K, (const double*)b + q * K * N,
+                    (double*)c + q * M * N, M, N, K);
+    else {
+      const uint64_t *A = (const uint64_t*)a + q * M * K, *B = (const uint64_t*)b + q * K * N;
+      uint64_t* C = (uint64_t*)c + q * M * N;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++)
+          for (int64_t j = 0; j < N; j++) C[i * N + j] += A[i * K + k] * B[k * N + j];
+    }
   }
-  void* out = o;
-  o = c;
-  switch (as->dtype) {
-    case PROG_F32: case PROG_BF16: MATMUL(float, axpy_f); break;
-    case PROG_F64: MATMUL(double, axpy_); break;
-    case PROG_S32: MATMUL_WRAP(int32_t, uint32_t); break;
-    case PROG_S64: MATMUL_WRAP(int64_t, uint64_t); break;
-    default: break;
-  }
-  if (is_bf16) {
-    for (int64_t i = 0; i < nbatch * M * N; i++) ((uint16_t*)out)[i] = f32_to_bf16(((float*)c)[i]);
+  if (!native_out) {
+    int64_t n = nbatch * M * N;
+    for (int64_t i = 0; i < n; i++) {
+      if (w == WORK_I64) rt_put(ot, o, i, 0, ((int64_t*)c)[i], false);
+      else rt_put(ot, o, i, w == WORK_F32 ? ((float*)c)[i] : ((double*)c)[i], 0, true);
+    }
     free(c);
   }
   free(a);
@@ -663,7 +776,7 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
   return PROG_OK;
 }
 
-/* ---- reduce ----------------------------------------------------------------------------- */
+/* ---- reduce with a recognized body ------------------------------------------------------ */
 
 #define REDUCE_FLOAT(T, ACC)                                                               \
   do {                                                                                     \
@@ -684,7 +797,7 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
     }                                                                                      \
   } while (0)
 
-#define REDUCE_INT(T, U)                                                                   \
+#define REDUCE_INT(T, W)                                                                   \
   do {                                                                                     \
     const T* x = src;                                                                      \
     T* y = o;                                                                              \
@@ -693,11 +806,12 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
       T acc = *(const T*)init_p;                                                           \
       for (int64_t i = 0; i < len; i++) {                                                  \
         switch (kind) {                                                                    \
-          case RED_ADD: acc = (T)((U)acc + (U)row[i]); break;                              \
-          case RED_MUL: acc = (T)((U)acc * (U)row[i]); break;                              \
+          case RED_ADD: acc = (T)((W)acc + (W)row[i]); break;                              \
+          case RED_MUL: acc = (T)((W)acc * (W)row[i]); break;                              \
           case RED_MAX: acc = acc > row[i] ? acc : row[i]; break;                          \
           case RED_MIN: acc = acc < row[i] ? acc : row[i]; break;                          \
           case RED_AND: acc = acc & row[i]; break;                                         \
+          case RED_XOR: acc = acc ^ row[i]; break;                                         \
           default: acc = acc | row[i]; break;                                              \
         }                                                                                  \
       }                                                                                    \
@@ -723,7 +837,7 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
   const void* src = a_src;
   if (!in_place) {
     tmp = malloc((size_t)prog_shape_elements(a) * es + 8);
-    if (tmp == NULL) return fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+    if (tmp == NULL) return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
     gather_dims(a, a_src, order, tmp);
     src = tmp;
   }
@@ -731,8 +845,14 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
   switch (a->dtype) {
     case PROG_F32: REDUCE_FLOAT(float, double); break;
     case PROG_F64: REDUCE_FLOAT(double, double); break;
+    case PROG_S8: REDUCE_INT(int8_t, uint32_t); break;
+    case PROG_S16: REDUCE_INT(int16_t, uint32_t); break;
     case PROG_S32: REDUCE_INT(int32_t, uint32_t); break;
     case PROG_S64: REDUCE_INT(int64_t, uint64_t); break;
+    case PROG_U8: REDUCE_INT(uint8_t, uint32_t); break;
+    case PROG_U16: REDUCE_INT(uint16_t, uint32_t); break;
+    case PROG_U32: REDUCE_INT(uint32_t, uint32_t); break;
+    case PROG_U64: REDUCE_INT(uint64_t, uint64_t); break;
     case PROG_PRED: {
       const uint8_t* x = src;
       uint8_t* y = o;
@@ -740,22 +860,25 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
         uint8_t acc = *(const uint8_t*)init_p != 0;
         for (int64_t i = 0; i < len; i++)
           acc = (kind == RED_ADD || kind == RED_OR || kind == RED_MAX) ? (acc | x[q * len + i])
-                                                                      : (acc & x[q * len + i]);
+              : kind == RED_XOR ? (acc ^ x[q * len + i]) : (acc & x[q * len + i]);
         y[q] = acc;
       }
       break;
     }
-    case PROG_BF16: {
+    case PROG_BF16:
+    case PROG_F16: {
       const uint16_t* x = src;
       uint16_t* y = o;
+      bool bf = a->dtype == PROG_BF16;
       for (int64_t q = 0; q < outer; q++) {
-        double acc = bf16_to_f32(*(const uint16_t*)init_p);
+        uint16_t h = *(const uint16_t*)init_p;
+        double acc = bf ? rt_bf16_to_f32(h) : rt_f16_to_f32(h);
         for (int64_t i = 0; i < len; i++) {
-          double v = bf16_to_f32(x[q * len + i]);
+          double v = bf ? rt_bf16_to_f32(x[q * len + i]) : rt_f16_to_f32(x[q * len + i]);
           acc = kind == RED_ADD ? acc + v : kind == RED_MUL ? acc * v
               : kind == RED_MAX ? FMAXN(acc, v) : FMINN(acc, v);
         }
-        y[q] = f32_to_bf16((float)acc);
+        y[q] = bf ? rt_f32_to_bf16((float)acc) : rt_f32_to_f16((float)acc);
       }
       break;
     }
@@ -767,20 +890,17 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
 
 /* ---- the instruction loop --------------------------------------------------------------- */
 
-static int run_func(run_ctx* r, const prog_program* p, const prog_func* f,
-                    const void* const* inputs, void* const* outputs, int depth);
-
 static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,
                     void** vals, int depth) {
   void* args[64];
   void** argv = in->num_in <= 64 ? args : malloc(sizeof(void*) * (size_t)in->num_in);
-  if (argv == NULL) return fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+  if (argv == NULL) return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
   for (int k = 0; k < in->num_in; k++) argv[k] = vals[in->in[k]];
   void* o = vals[in->out];
   const prog_shape* a = in->num_in > 0 ? &f->values[in->in[0]] : NULL;
   int code = PROG_OK;
   switch (in->op) {
-    case OP_CONSTANT: memcpy(o, in->data, bytes_of(&in->shape)); break;
+    case OP_CONSTANT: memcpy(o, in->data, rt_bytes(&in->shape)); break;
     case OP_IOTA: iota(in, o); break;
     case OP_CONVERT: convert(a, argv[0], &in->shape, o); break;
     case OP_COMPARE:
@@ -790,16 +910,33 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
     case OP_SELECT: select_(in, a, argv, o); break;
     case OP_CLAMP: clamp(in, f->values, argv, o); break;
     case OP_BROADCAST: broadcast(in, a, argv[0], o); break;
-    case OP_RESHAPE: memcpy(o, argv[0], bytes_of(&in->shape)); break;
+    case OP_RESHAPE: memcpy(o, argv[0], rt_bytes(&in->shape)); break;
     case OP_TRANSPOSE: transpose(in, a, argv[0], o); break;
     case OP_SLICE: slice(in, a, argv[0], o); break;
     case OP_CONCAT: concatenate(in, f->values, argv, o); break;
     case OP_REVERSE: reverse(in, argv[0], o); break;
     case OP_DOT: code = dot(r, in, a, &f->values[in->in[1]], argv[0], argv[1], o); break;
     case OP_REDUCE: code = reduce(r, in, a, argv[0], argv[1], o); break;
+    case OP_IDENTITY:  /* optimization_barrier: its results are its operands */
+      for (int k = 0; k < in->num_out; k++)
+        if (vals[in->out + k] != argv[k])
+          memcpy(vals[in->out + k], argv[k], rt_bytes(&f->values[in->out + k]));
+      break;
     case OP_CALL:
-      code = run_func(r, p, &p->funcs[in->iarg], (const void* const*)argv, vals + in->out,
-                      depth + 1);
+      code = rt_run_func(r, p, &p->funcs[in->iarg], NULL, (const void* const*)argv,
+                         vals + in->out, depth + 1);
+      break;
+    case OP_WHILE: case OP_CASE: case OP_IF: code = rt_control(r, p, f, in, vals, depth); break;
+    case OP_SORT: code = rt_sort(r, p, f, in, vals, depth); break;
+    case OP_PAD: case OP_DYNAMIC_SLICE: case OP_DYNAMIC_UPDATE_SLICE: case OP_GATHER:
+    case OP_SCATTER:
+      code = rt_index(r, p, f, in, vals, depth);
+      break;
+    case OP_REDUCE_GENERIC: case OP_REDUCE_WINDOW: case OP_CONVOLUTION:
+      code = rt_window(r, p, f, in, vals, depth);
+      break;
+    case OP_IS_FINITE: case OP_REDUCE_PRECISION: case OP_BITCAST_CONVERT:
+      code = rt_misc(r, in, a, argv, o);
       break;
     default: code = elementwise(r, in, a, argv, o); break;
   }
@@ -807,23 +944,30 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
   return code;
 }
 
-/* Values live in `vals`; `owned` says which buffers the loop allocated (arguments are borrowed,
- * and a value the function returns is written straight into its output buffer). */
-static int run_func(run_ctx* r, const prog_program* p, const prog_func* f,
-                    const void* const* inputs, void* const* outputs, int depth) {
-  if (depth > 64) return fail(r, PROG_INTERNAL, "call depth exceeded", f->name);
+static bool is_arg(const prog_func* f, int id) {
+  return id >= f->first_arg && id < f->first_arg + f->num_args;
+}
+
+/* Values live in `vals`; `owned` says which buffers the loop allocated (arguments and a
+ * region's enclosing values are borrowed, and a value the function returns is written straight
+ * into its output buffer). */
+int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* const* parent_vals,
+                const void* const* inputs, void* const* outputs, int depth) {
+  if (depth > 64) return rt_fail(r, PROG_INTERNAL, "call depth exceeded", f->name);
   size_t nv = (size_t)(f->num_values > 0 ? f->num_values : 1);
   void** vals = calloc(nv, sizeof(void*));
   bool* owned = calloc(nv, sizeof(bool));
   int* direct = calloc(nv, sizeof(int));  /* 1 + index of the output a value is written to */
   if (vals == NULL || owned == NULL || direct == NULL) {
     free(vals); free(owned); free(direct);
-    return fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", f->name);
+    return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", f->name);
   }
-  for (int k = 0; k < f->num_args; k++) vals[k] = (void*)inputs[k];
+  for (int k = 0; k < f->base; k++) vals[k] = parent_vals[k];
+  for (int k = 0; k < f->num_args; k++) vals[f->first_arg + k] = (void*)inputs[k];
   for (int k = 0; k < f->num_results; k++) {
     int id = f->results[k];
-    if (id >= f->num_args && direct[id] == 0 && outputs[k] != NULL) direct[id] = k + 1;
+    if (id >= f->base && !is_arg(f, id) && direct[id] == 0 && outputs[k] != NULL)
+      direct[id] = k + 1;
   }
   int code = PROG_OK;
   for (int k = 0; k < f->num_insns && code == PROG_OK; k++) {
@@ -836,16 +980,16 @@ static int run_func(run_ctx* r, const prog_program* p, const prog_func* f,
         if (direct[id]) {
           vals[id] = outputs[direct[id] - 1];
         } else {
-          vals[id] = malloc(bytes_of(&f->values[id]) + 8);
+          vals[id] = malloc(rt_bytes(&f->values[id]) + 8);
           owned[id] = vals[id] != NULL;
-          if (vals[id] == NULL) code = fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+          if (vals[id] == NULL) code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
         }
       }
       if (code == PROG_OK) code = run_insn(r, p, f, in, vals, depth);
     }
     /* free what no later instruction reads */
-    for (int q = 0; q < in->num_in; q++) {
-      int id = in->in[q];
+    for (int q = 0; q < in->num_in + in->num_cap; q++) {
+      int id = q < in->num_in ? in->in[q] : in->cap[q - in->num_in];
       if (owned[id] && f->last_use[id] == k) {
         free(vals[id]);
         vals[id] = NULL;
@@ -864,7 +1008,7 @@ static int run_func(run_ctx* r, const prog_program* p, const prog_func* f,
   if (code == PROG_OK)
     for (int k = 0; k < f->num_results; k++) {
       int id = f->results[k];
-      if (vals[id] != outputs[k]) memcpy(outputs[k], vals[id], bytes_of(&f->values[id]));
+      if (vals[id] != outputs[k]) memmove(outputs[k], vals[id], rt_bytes(&f->values[id]));
     }
   for (size_t k = 0; k < nv; k++)
     if (owned[k]) free(vals[k]);
@@ -874,16 +1018,21 @@ static int run_func(run_ctx* r, const prog_program* p, const prog_func* f,
   return code;
 }
 
+int rt_run_region(run_ctx* r, const prog_program* p, const prog_func* f, void* const* parent_vals,
+                  const void* const* inputs, void* const* outputs, int depth) {
+  return rt_run_func(r, p, f, parent_vals, inputs, outputs, depth + 1);
+}
+
 int prog_run(const prog_program* p, const void* const* inputs, void* const* outputs,
              prog_status* status) {
   prog_status ignored;
   run_ctx r = {status != NULL ? status : &ignored};
   r.status->code = PROG_OK;
   r.status->message[0] = 0;
-  if (p == NULL) return fail(&r, PROG_INVALID_ARGUMENT, "no program", NULL);
+  if (p == NULL) return rt_fail(&r, PROG_INVALID_ARGUMENT, "no program", NULL);
   const prog_func* f = &p->funcs[p->main];
   for (int k = 0; k < f->num_args; k++)
-    if (inputs[k] == NULL && bytes_of(&f->values[k]) > 0)
-      return fail(&r, PROG_INVALID_ARGUMENT, "missing input buffer", f->name);
-  return run_func(&r, p, f, inputs, outputs, 0);
+    if (inputs[k] == NULL && rt_bytes(&f->values[k]) > 0)
+      return rt_fail(&r, PROG_INVALID_ARGUMENT, "missing input buffer", f->name);
+  return rt_run_func(&r, p, f, NULL, inputs, outputs, 0);
 }

@@ -15,19 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "prog_internal.h"
-
-typedef struct {
-  prog_ctx* ctx;
-  const bc_module* m;
-  int builtin, vhlo;
-  prog_program* program;
-  const char* op;   /* the op being lowered, for messages */
-} vh;
-
-#define FAIL(V, code, ...) prog_fail((V)->ctx, code, __VA_ARGS__)
-#define UNSUPPORTED(V, ...) prog_fail((V)->ctx, PROG_UNIMPLEMENTED, __VA_ARGS__)
-#define MALFORMED(V, ...) prog_fail((V)->ctx, PROG_INVALID_ARGUMENT, __VA_ARGS__)
+#include "prog_vhlo.h"
 
 /* ---- entries ---------------------------------------------------------------------------- */
 
@@ -55,9 +43,6 @@ static uint64_t attr_code(vh* v, int i, int dialect, bc_cursor* c) {
   return bc_varint(c);
 }
 
-enum { BUILTIN_DICT = 1, BUILTIN_STRING = 2, BUILTIN_FLAT_SYMBOL = 4 };
-enum { VH_ARRAY = 1, VH_BOOL = 2, VH_CMP_DIR = 3, VH_CMP_TYPE = 4, VH_DICT = 6, VH_FLOAT = 8,
-       VH_INTEGER = 9, VH_PRECISION = 11, VH_STRING = 14, VH_TENSOR = 15, VH_TYPE = 17 };
 
 static const char* string_at(vh* v, bc_cursor* c) {
   uint64_t i = bc_varint(c);
@@ -66,7 +51,7 @@ static const char* string_at(vh* v, bc_cursor* c) {
 }
 
 /* A string-valued attribute: vhlo string, builtin string, or a flat symbol reference. */
-static const char* attr_string(vh* v, int i) {
+const char* attr_string(vh* v, int i) {
   const bc_entry* e = attr_entry(v, i);
   bc_cursor c;
   if (e->dialect == v->builtin) {
@@ -85,9 +70,11 @@ static const char* attr_string(vh* v, int i) {
  * store them as properties: one attribute index each, ordered by attribute NAME (observed on
  * jax's artifacts: func_v1 stores arg_attrs, function_type, res_attrs, sym_name,
  * sym_visibility), so an attribute's slot is the number of names that sort before it. */
+#define MAX_ATTRS 20
+
 static const struct {
   const char* op;
-  const char* attrs[12];
+  const char* attrs[MAX_ATTRS];
 } inherent[] = {
     {"func_v1", {"sym_name", "function_type", "sym_visibility", "arg_attrs", "res_attrs"}},
     {"constant_v1", {"value"}},
@@ -108,22 +95,58 @@ static const struct {
                         "precision_config", "lhs_precision_type", "rhs_precision_type",
                         "accumulation_type", "lhs_component_count", "rhs_component_count",
                         "num_primitive_operations", "allow_imprecise_accumulation"}},
+    {"composite_v1", {"name", "composite_attributes", "decomposition", "version"}},
+    {"sort_v1", {"dimension", "is_stable"}},
+    {"pad_v1", {"edge_padding_low", "edge_padding_high", "interior_padding"}},
+    {"dynamic_slice_v1", {"slice_sizes"}},
+    {"reduce_precision_v1", {"exponent_bits", "mantissa_bits"}},
+    {"reduce_window_v1", {"window_dimensions", "window_strides", "base_dilations",
+                          "window_dilations", "padding"}},
+    {"gather_v1", {"offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
+                   "slice_sizes", "indices_are_sorted"}},
+    {"gather_v2", {"offset_dims", "collapsed_slice_dims", "operand_batching_dims",
+                   "start_indices_batching_dims", "start_index_map", "index_vector_dim",
+                   "slice_sizes", "indices_are_sorted"}},
+    {"scatter_v1", {"update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+                    "index_vector_dim", "indices_are_sorted", "unique_indices"}},
+    {"scatter_v2", {"update_window_dims", "inserted_window_dims", "input_batching_dims",
+                    "scatter_indices_batching_dims", "scatter_dims_to_operand_dims",
+                    "index_vector_dim", "indices_are_sorted", "unique_indices"}},
+    {"convolution_v1", {"window_strides", "padding", "lhs_dilation", "rhs_dilation",
+                        "window_reversal", "input_batch_dimension", "input_feature_dimension",
+                        "input_spatial_dimensions", "kernel_input_feature_dimension",
+                        "kernel_output_feature_dimension", "kernel_spatial_dimensions",
+                        "output_batch_dimension", "output_feature_dimension",
+                        "output_spatial_dimensions", "feature_group_count", "batch_group_count",
+                        "precision_config"}},
+    {"get_dimension_size_v1", {"dimension"}},
 };
 
-/* The attribute `name` of `op`, or -1 when the op has no such attribute. */
-static int op_attr(vh* v, const bc_op* op, const char* name) {
+/* The attribute `name` of `op`, or -1 when the op has no such attribute.  The properties
+ * record must hold exactly one index per declared attribute: a record of another length
+ * means the op's attributes are not what this table says (a newer op form), and the op is
+ * refused rather than read at the wrong slots. */
+int op_attr(vh* v, const bc_op* op, const char* name) {
   const char* opname = v->m->op_names[op->name].name;
   for (size_t r = 0; r < sizeof inherent / sizeof inherent[0]; r++) {
     if (strcmp(inherent[r].op, opname) != 0) continue;
-    for (int k = 0; k < 12 && inherent[r].attrs[k] != NULL; k++) {
+    for (int k = 0; k < MAX_ATTRS && inherent[r].attrs[k] != NULL; k++) {
       if (strcmp(inherent[r].attrs[k], name) != 0) continue;
       if (op->props < 0) return -1;
-      int slot = 0;
-      for (int j = 0; j < 12 && inherent[r].attrs[j] != NULL; j++)
+      int slot = 0, count = 0;
+      for (int j = 0; j < MAX_ATTRS && inherent[r].attrs[j] != NULL; j++) {
         slot += strcmp(inherent[r].attrs[j], name) < 0;
+        count++;
+      }
       bc_cursor c = bc_props(v->m, op->props);
-      for (int j = 0; j < slot; j++) bc_varint(&c);
-      int a = (int)bc_varint(&c);
+      int a = -1;
+      for (int j = 0; j < count; j++) {
+        int x = (int)bc_varint(&c);
+        if (j == slot) a = x;
+      }
+      if (c.p != c.end)
+        UNSUPPORTED(v, "unsupported form of %s: its attributes are not the %d this reader knows",
+                    v->op, count);
       attr_entry(v, a);
       return a;
     }
@@ -131,7 +154,7 @@ static int op_attr(vh* v, const bc_op* op, const char* name) {
   return -1;
 }
 
-static int need(vh* v, const bc_op* op, const char* name) {
+int need(vh* v, const bc_op* op, const char* name) {
   int a = op_attr(v, op, name);
   if (a < 0) MALFORMED(v, "malformed program: %s lacks attribute '%s'", v->op, name);
   return a;
@@ -139,9 +162,9 @@ static int need(vh* v, const bc_op* op, const char* name) {
 
 /* ---- types ------------------------------------------------------------------------------ */
 
-enum { T_BOOL = 0, T_BF16 = 2, T_F16 = 3, T_F32 = 4, T_F64 = 5, T_FUNCTION = 8, T_SI8 = 11,
-       T_SI32 = 13, T_SI64 = 14, T_UI8 = 16, T_UI32 = 18, T_UI64 = 19, T_TENSOR = 20,
-       T_TENSOR_ENCODED = 21 };
+enum { T_BOOL = 0, T_BF16 = 2, T_F16 = 3, T_F32 = 4, T_F64 = 5, T_F8E4M3FN = 6, T_F8E5M2 = 7,
+       T_FUNCTION = 8, T_SI8 = 11, T_SI16 = 12, T_SI32 = 13, T_SI64 = 14, T_UI8 = 16,
+       T_UI16 = 17, T_UI32 = 18, T_UI64 = 19, T_TENSOR = 20, T_TENSOR_ENCODED = 21 };
 
 static const char* type_code_name(uint64_t code) {
   static const char* names[] = {
@@ -162,7 +185,7 @@ static bc_cursor type_cursor(vh* v, int i, uint64_t* code) {
   return c;
 }
 
-static prog_dtype element_type(vh* v, int i) {
+prog_dtype element_type(vh* v, int i) {
   uint64_t code;
   type_cursor(v, i, &code);
   switch (code) {
@@ -172,6 +195,10 @@ static prog_dtype element_type(vh* v, int i) {
     case T_F32: return PROG_F32;
     case T_F64: return PROG_F64;
     case T_SI8: return PROG_S8;
+    case T_SI16: return PROG_S16;
+    case T_UI16: return PROG_U16;
+    case T_F8E4M3FN: return PROG_F8E4M3FN;
+    case T_F8E5M2: return PROG_F8E5M2;
     case T_SI32: return PROG_S32;
     case T_SI64: return PROG_S64;
     case T_UI8: return PROG_U8;
@@ -187,7 +214,7 @@ static prog_dtype element_type(vh* v, int i) {
  * more than the interpreter could ever allocate. */
 #define PROG_MAX_ELEMENTS ((int64_t)1 << 34)
 
-static prog_shape tensor_type(vh* v, int i) {
+prog_shape tensor_type(vh* v, int i) {
   uint64_t code;
   bc_cursor c = type_cursor(v, i, &code);
   if (code == T_TENSOR_ENCODED) bc_varint(&c);  /* the encoding attribute: bounds; ignored */
@@ -214,7 +241,7 @@ static prog_shape tensor_type(vh* v, int i) {
 
 /* ---- attribute values ------------------------------------------------------------------- */
 
-static int64_t attr_int(vh* v, int i) {
+int64_t attr_int(vh* v, int i) {
   bc_cursor c;
   if (attr_code(v, i, v->vhlo, &c) != VH_INTEGER)
     UNSUPPORTED(v, "expected an integer attribute in %s", v->op);
@@ -222,16 +249,23 @@ static int64_t attr_int(vh* v, int i) {
   return bc_svarint(&c);
 }
 
-static uint64_t attr_enum(vh* v, int i, uint64_t expected_code, const char* what) {
+uint64_t attr_enum(vh* v, int i, uint64_t expected_code, const char* what) {
   bc_cursor c;
   if (attr_code(v, i, v->vhlo, &c) != expected_code)
     UNSUPPORTED(v, "expected a %s attribute in %s", what, v->op);
   return bc_varint(&c);
 }
 
+bool attr_bool(vh* v, int i) {
+  bc_cursor c;
+  if (attr_code(v, i, v->vhlo, &c) != VH_BOOL)
+    UNSUPPORTED(v, "expected a boolean attribute in %s", v->op);
+  return bc_varint(&c) != 0;
+}
+
 /* A dense tensor attribute: shape, and its elements expanded from a splat when stored so.
  * Booleans are stored packed, one bit per element (a splat as a single 0x00/0xFF byte). */
-static const void* attr_tensor(vh* v, int i, prog_shape* shape) {
+const void* attr_tensor(vh* v, int i, prog_shape* shape) {
   bc_cursor c;
   if (attr_code(v, i, v->vhlo, &c) != VH_TENSOR)
     UNSUPPORTED(v, "expected a tensor attribute in %s", v->op);
@@ -268,7 +302,7 @@ static const void* attr_tensor(vh* v, int i, prog_shape* shape) {
 
 /* A list of dimension numbers: a 1-d i64 tensor (VHLO 1.0's encoding of dense arrays) or an
  * array of integers.  Returns the count. */
-static int attr_dims(vh* v, int i, int64_t* out, int max) {
+int attr_dims(vh* v, int i, int64_t* out, int max) {
   bc_cursor c;
   uint64_t code = attr_code(v, i, v->vhlo, &c);
   if (code == VH_TENSOR) {
@@ -293,31 +327,35 @@ static int attr_dims(vh* v, int i, int64_t* out, int max) {
               (unsigned long long)code, v->op);
 }
 
+int opt_dims(vh* v, const bc_op* op, const char* name, int64_t* out, int max) {
+  int a = op_attr(v, op, name);
+  return a < 0 ? 0 : attr_dims(v, a, out, max);
+}
+
 /* ---- shape checks ----------------------------------------------------------------------- */
 
-static bool same_dims(const prog_shape* a, const prog_shape* b) {
+bool same_dims(const prog_shape* a, const prog_shape* b) {
   if (a->rank != b->rank) return false;
   for (int d = 0; d < a->rank; d++)
     if (a->dims[d] != b->dims[d]) return false;
   return true;
 }
 
-static void check(vh* v, bool ok, const char* what) {
+void check(vh* v, bool ok, const char* what) {
   if (!ok) MALFORMED(v, "malformed program: %s: %s", v->op, what);
 }
 
-static bool is_float(prog_dtype t) {
+bool is_float(prog_dtype t) {
   return t == PROG_F32 || t == PROG_F64 || t == PROG_BF16 || t == PROG_F16;
 }
 
-/* Arithmetic runs in f32, f64, s32, s64 and pred (bf16 through f32).  Other element types
- * are only moved around (shape ops, select, constants) and converted. */
-static bool is_arithmetic(prog_dtype t) {
-  return t == PROG_F32 || t == PROG_F64 || t == PROG_BF16 || t == PROG_S32 || t == PROG_S64 ||
-         t == PROG_PRED;
+/* Arithmetic runs on every integer width, pred, f32 and f64 (bf16 and f16 through f32).  f8
+ * types are only moved around (shape ops, select, constants) and converted. */
+bool is_arithmetic(prog_dtype t) {
+  return t != PROG_F8E4M3FN && t != PROG_F8E5M2;
 }
 
-static void check_dims_list(vh* v, const int64_t* d, int n, int rank, bool distinct) {
+void check_dims_list(vh* v, const int64_t* d, int n, int rank, bool distinct) {
   for (int k = 0; k < n; k++) {
     check(v, d[k] >= 0 && d[k] < rank, "dimension number out of range");
     if (distinct)
@@ -343,7 +381,9 @@ static const op_row unary_ops[] = {
     {"log_plus_one_v1", OP_LOG1P}, {"log_plus_one_v2", OP_LOG1P},
     {"exponential_minus_one_v1", OP_EXPM1}, {"exponential_minus_one_v2", OP_EXPM1},
     {"sine_v1", OP_SIN}, {"sine_v2", OP_SIN}, {"cosine_v1", OP_COS}, {"cosine_v2", OP_COS},
-    {NULL, 0}};
+    {"tan_v1", OP_TAN}, {"tan_v2", OP_TAN}, {"cbrt_v1", OP_CBRT}, {"cbrt_v2", OP_CBRT},
+    {"round_nearest_afz_v1", OP_ROUND_AFZ}, {"round_nearest_even_v1", OP_ROUND_EVEN},
+    {"popcnt_v1", OP_POPCNT}, {"count_leading_zeros_v1", OP_CLZ}, {NULL, 0}};
 static const op_row binary_ops[] = {
     {"add_v1", OP_ADD}, {"subtract_v1", OP_SUB}, {"multiply_v1", OP_MUL},
     {"divide_v1", OP_DIV}, {"remainder_v1", OP_REM}, {"power_v1", OP_POW},
@@ -357,21 +397,14 @@ static int lookup(const op_row* rows, const char* name) {
   return -1;
 }
 
-typedef struct {
-  vh* v;
-  prog_func* f;
-  const bc_op* op;
-  bool* defined;
-} lowering;
-
-static const prog_shape* operand(lowering* L, int k) {
+const prog_shape* operand(lowering* L, int k) {
   int id = L->op->operands[k];
   if (id < 0 || id >= L->f->num_values || !L->defined[id])
     MALFORMED(L->v, "malformed program: %s uses a value before it is defined", L->v->op);
   return &L->f->values[id];
 }
 
-static void expect_operands(lowering* L, int n) {
+void expect_operands(lowering* L, int n) {
   if (L->op->num_operands != n)
     MALFORMED(L->v, "malformed program: %s has %d operands, expected %d", L->v->op,
               L->op->num_operands, n);
@@ -386,34 +419,7 @@ static void elementwise_checks(lowering* L, prog_insn* in, bool arithmetic) {
   }
 }
 
-/* The body of a reduce must be one binary op of its two scalar arguments, then return. */
-static int reduce_kind(lowering* L, const bc_op* op) {
-  vh* v = L->v;
-  const bc_module* m = v->m;
-  check(v, op->num_regions == 1 && op->regions[0].num_blocks == 1, "reduce needs one body");
-  const bc_block* b = &op->regions[0].blocks[0];
-  if (b->num_args != 2 || b->num_ops != 2)
-    UNSUPPORTED(v, "unsupported reduce body (only a single binary op over one operand)");
-  const bc_op* body = &b->ops[0];
-  const bc_op* ret = &b->ops[1];
-  const char* name = m->op_names[body->name].name;
-  const char* rname = m->op_names[ret->name].name;
-  check(v, strcmp(rname, "return_v1") == 0 && ret->num_operands == 1 &&
-               body->num_results == 1 && ret->operands[0] == body->first_result &&
-               body->num_operands == 2,
-        "reduce body must return its single op's result");
-  bool args_ok = (body->operands[0] == b->arg_values[0] && body->operands[1] == b->arg_values[1]) ||
-                 (body->operands[0] == b->arg_values[1] && body->operands[1] == b->arg_values[0]);
-  if (!args_ok) UNSUPPORTED(v, "unsupported reduce body (op not applied to its arguments)");
-  static const struct { const char* name; int kind; } kinds[] = {
-      {"add_v1", RED_ADD}, {"multiply_v1", RED_MUL}, {"maximum_v1", RED_MAX},
-      {"minimum_v1", RED_MIN}, {"and_v1", RED_AND}, {"or_v1", RED_OR}};
-  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-    if (strcmp(kinds[k].name, name) == 0) return kinds[k].kind;
-  UNSUPPORTED(v, "unsupported reduce body op vhlo.%s", name);
-}
-
-static int find_func(prog_program* p, const char* name) {
+int find_func(prog_program* p, const char* name) {
   for (int k = 0; k < p->num_funcs; k++)
     if (strcmp(p->funcs[k].name, name) == 0) return k;
   return -1;
@@ -434,11 +440,14 @@ static void lower_op(lowering* L, prog_insn* in) {
     if (r == 0) in->shape = s;
     L->f->values[op->first_result + r] = s;
   }
-  if (strcmp(name, "call_v1") != 0 && op->num_results != 1)
-    UNSUPPORTED(v, "unsupported: %s with %d results", v->op, op->num_results);
   for (int r = 0; r < op->num_operands; r++) operand(L, r);
-  if (op->num_regions > 0 && strcmp(name, "reduce_v1") != 0)
-    UNSUPPORTED(v, "unsupported op %s (has regions)", v->op);
+  static const char* multi[] = {"call_v1", "reduce_v1", "while_v1", "case_v1", "if_v1",
+                                "sort_v1", "optimization_barrier_v1", "composite_v1",
+                                "reduce_window_v1", "scatter_v1", "scatter_v2", NULL};
+  bool may_multi = false;
+  for (int r = 0; multi[r] != NULL; r++) may_multi |= strcmp(multi[r], name) == 0;
+  if (!may_multi && op->num_results != 1)
+    UNSUPPORTED(v, "unsupported: %s with %d results", v->op, op->num_results);
 
   if ((k = lookup(unary_ops, name)) >= 0) {
     in->op = (prog_opcode)k;
@@ -446,8 +455,9 @@ static void lower_op(lowering* L, prog_insn* in) {
     elementwise_checks(L, in, true);
     check(v, operand(L, 0)->dtype == in->shape.dtype, "element types differ");
     bool float_only = in->op != OP_NEGATE && in->op != OP_ABS && in->op != OP_NOT &&
-                      in->op != OP_SIGN;
-    if (float_only && !is_float(in->shape.dtype))
+                      in->op != OP_SIGN && in->op != OP_POPCNT && in->op != OP_CLZ;
+    bool int_only = in->op == OP_POPCNT || in->op == OP_CLZ || in->op == OP_NOT;
+    if ((float_only && !is_float(in->shape.dtype)) || (int_only && is_float(in->shape.dtype)))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
                   v->op);
   } else if ((k = lookup(binary_ops, name)) >= 0) {
@@ -593,9 +603,13 @@ static void lower_op(lowering* L, prog_insn* in) {
       check_dims_list(v, in->p[r], in->np[r], (r % 2 == 0 ? a : b)->rank, true);
     }
     check(v, in->np[0] == in->np[1] && in->np[2] == in->np[3], "dot dimension counts");
-    check(v, a->dtype == b->dtype && a->dtype == in->shape.dtype, "dot element types differ");
-    if (!is_arithmetic(a->dtype) || a->dtype == PROG_PRED)
-      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a->dtype), v->op);
+    /* preferred_element_type: the operands may be narrower than the result (bf16 x bf16 ->
+     * f32, s8 x s8 -> s32); the products accumulate in the result's precision or better */
+    for (int r = 0; r < 3; r++) {
+      prog_dtype t = r == 0 ? a->dtype : r == 1 ? b->dtype : in->shape.dtype;
+      if (!is_arithmetic(t) || t == PROG_PRED)
+        UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(t), v->op);
+    }
     for (int r = 0; r < in->np[0]; r++)
       check(v, a->dims[in->p[0][r]] == b->dims[in->p[1][r]], "dot batch sizes differ");
     for (int r = 0; r < in->np[2]; r++)
@@ -617,26 +631,43 @@ static void lower_op(lowering* L, prog_insn* in) {
     }
     check(v, same_dims(&want, &in->shape), "dot result shape");
   } else if (strcmp(name, "reduce_v1") == 0) {
-    in->op = OP_REDUCE;
-    if (op->num_operands != 2)
-      UNSUPPORTED(v, "unsupported reduce of %d operands (only one input)", op->num_operands / 2);
-    const prog_shape *a = operand(L, 0), *init = operand(L, 1);
-    check(v, init->rank == 0 && init->dtype == a->dtype && in->shape.dtype == a->dtype,
-          "reduce init value");
-    if (!is_arithmetic(a->dtype))
-      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a->dtype), v->op);
-    in->np[0] = attr_dims(v, need(v, op, "dimensions"), in->p[0], PROG_MAX_RANK);
-    check_dims_list(v, in->p[0], in->np[0], a->rank, true);
-    prog_shape want = {a->dtype, 0, {0}};
-    for (int d = 0; d < a->rank; d++) {
-      bool reduced = false;
-      for (int r = 0; r < in->np[0]; r++) reduced |= in->p[0][r] == d;
-      if (!reduced) want.dims[want.rank++] = a->dims[d];
+    int n = op->num_operands / 2;
+    check(v, n >= 1 && op->num_operands == 2 * n && op->num_results == n,
+          "reduce needs as many inputs, init values and results");
+    check(v, op->num_regions == 1, "reduce needs one body");
+    int64_t dims[PROG_MAX_RANK];
+    int nd = attr_dims(v, need(v, op, "dimensions"), dims, PROG_MAX_RANK);
+    const prog_shape* a0 = operand(L, 0);
+    check_dims_list(v, dims, nd, a0->rank, true);
+    for (int r = 0; r < n; r++) {
+      const prog_shape *a = operand(L, r), *init = operand(L, n + r);
+      check(v, same_dims(a, a0), "reduce inputs differ in shape");
+      check(v, init->rank == 0 && init->dtype == L->f->values[op->first_result + r].dtype,
+            "reduce init value");
+      prog_shape want = {a->dtype, 0, {0}};
+      for (int d = 0; d < a->rank; d++) {
+        bool reduced = false;
+        for (int q = 0; q < nd; q++) reduced |= dims[q] == d;
+        if (!reduced) want.dims[want.rank++] = a->dims[d];
+      }
+      want.dtype = init->dtype;
+      check(v, same_dims(&want, &L->f->values[op->first_result + r]), "reduce result shape");
     }
-    check(v, same_dims(&want, &in->shape), "reduce result shape");
-    in->iarg = reduce_kind(L, op);
-    if ((in->iarg == RED_AND || in->iarg == RED_OR) && a->dtype != PROG_PRED)
-      UNSUPPORTED(v, "unsupported bitwise reduce over %s", prog_dtype_name(a->dtype));
+    in->np[0] = nd;
+    memcpy(in->p[0], dims, sizeof dims);
+    in->num_sub = 1;
+    in->sub = prog_alloc(v->ctx, 1, sizeof(prog_func));
+    vh_lower_region(L, in, &op->regions[0], in->sub);
+    check(v, in->sub->num_args == 2 * n && in->sub->num_results == n, "reduce body signature");
+    int kind = vh_region_kind(v, in->sub);
+    if (n == 1 && kind != RED_GENERIC && a0->dtype == in->shape.dtype &&
+        !(kind == RED_AND || kind == RED_OR || kind == RED_XOR ? is_float(a0->dtype) : false) &&
+        is_arithmetic(a0->dtype)) {
+      in->op = OP_REDUCE;
+      in->iarg = kind;
+    } else {
+      in->op = OP_REDUCE_GENERIC;
+    }
   } else if (strcmp(name, "call_v1") == 0) {
     in->op = OP_CALL;
     const char* callee = attr_string(v, need(v, op, "callee"));
@@ -644,7 +675,7 @@ static void lower_op(lowering* L, prog_insn* in) {
     if (f < 0) MALFORMED(v, "malformed program: call of unknown function '%s'", callee);
     in->iarg = f;
     /* argument and result shapes are checked once every function's signature is known */
-  } else {
+  } else if (!vh_lower_more(L, in, name)) {
     const char* dialect = v->m->dialects[v->m->op_names[op->name].dialect];
     UNSUPPORTED(v, "unsupported op %s.%s (the dumpref interpreter does not implement it)",
                 dialect, name);
@@ -708,10 +739,9 @@ static void fold_scalar_broadcasts(vh* v, prog_func* f) {
   }
 }
 
-static void lower_func(vh* v, const bc_op* op, prog_func* f) {
-  const bc_block* b = &op->regions[0].blocks[0];
-  bool* defined = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(bool));
-  for (int k = 0; k < f->num_args; k++) defined[k] = true;
+/* Lowers the ops of block `b` (all but its return) into `f`, whose values up to the block's
+ * arguments are set up and marked in `defined`. */
+static void lower_body(vh* v, const bc_block* b, prog_func* f, bool* defined) {
   f->num_insns = b->num_ops - 1;
   f->insns = prog_alloc(v->ctx, (size_t)f->num_insns, sizeof(prog_insn));
   lowering L = {v, f, NULL, defined};
@@ -722,7 +752,7 @@ static void lower_func(vh* v, const bc_op* op, prog_func* f) {
              v->m->op_names[o->name].name);
     v->op = name;
     if (o->num_results > 0 &&
-        (o->first_result < 0 || o->first_result + o->num_results > f->num_values))
+        (o->first_result < f->base || o->first_result + o->num_results > f->num_values))
       MALFORMED(v, "malformed program: %s results outside the function's values", name);
     L.op = o;
     lower_op(&L, &f->insns[k]);
@@ -736,13 +766,96 @@ static void lower_func(vh* v, const bc_op* op, prog_func* f) {
     check(v, id >= 0 && id < f->num_values && defined[id], "returns an undefined value");
   }
   fold_scalar_broadcasts(v, f);
-  /* last use of each value, so the interpreter can free intermediates early */
+  /* last use of each value, so the interpreter can free intermediates early; what a region
+   * reads counts as read by the op that owns the region */
   f->last_use = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(int));
   for (int k = 0; k < f->num_values; k++) f->last_use[k] = -1;
-  for (int k = 0; k < f->num_insns; k++)
+  for (int k = 0; k < f->num_insns; k++) {
     for (int r = 0; r < f->insns[k].num_in; r++) f->last_use[f->insns[k].in[r]] = k;
+    for (int r = 0; r < f->insns[k].num_cap; r++) f->last_use[f->insns[k].cap[r]] = k;
+  }
   for (int k = 0; k < f->num_results; k++) f->last_use[f->results[k]] = f->num_insns;
 }
+
+static void lower_func(vh* v, const bc_op* op, prog_func* f) {
+  bool* defined = prog_alloc(v->ctx, (size_t)f->num_values, sizeof(bool));
+  for (int k = 0; k < f->num_args; k++) defined[k] = true;
+  lower_body(v, &op->regions[0].blocks[0], f, defined);
+}
+
+void vh_lower_region(lowering* L, prog_insn* in, const bc_region* r, prog_func* sub) {
+  vh* v = L->v;
+  const char* owner = v->op;
+  const prog_func* parent = L->f;
+  check(v, r->num_blocks == 1, "a region needs exactly one block");
+  const bc_block* b = &r->blocks[0];
+  int base = L->op->isolated ? 0 : parent->num_values;
+  sub->name = owner;
+  sub->base = base;
+  sub->first_arg = base;
+  sub->num_args = b->num_args;
+  sub->num_values = base + r->num_values;
+  sub->values = prog_alloc(v->ctx, (size_t)(sub->num_values > 0 ? sub->num_values : 1),
+                           sizeof(prog_shape));
+  bool* defined = prog_alloc(v->ctx, (size_t)(sub->num_values > 0 ? sub->num_values : 1),
+                             sizeof(bool));
+  memcpy(sub->values, parent->values, (size_t)base * sizeof(prog_shape));
+  memcpy(defined, L->defined, (size_t)base * sizeof(bool));
+  for (int k = 0; k < b->num_args; k++) {
+    check(v, b->arg_values[k] == base + k && base + k < sub->num_values, "region argument numbering");
+    sub->values[base + k] = tensor_type(v, b->arg_types[k]);
+    defined[base + k] = true;
+  }
+  const bc_op* ret = func_body_return(v, b);
+  sub->num_results = ret->num_operands;
+  sub->results = ret->operands;
+  lower_body(v, b, sub, defined);
+  v->op = owner;
+  /* what the region reads of the enclosing function: operands, nested captures, results */
+  int extra = 0;
+  for (int k = 0; k < sub->num_insns; k++) extra += sub->insns[k].num_in + sub->insns[k].num_cap;
+  extra += sub->num_results;
+  int* cap = prog_alloc(v->ctx, (size_t)(in->num_cap + extra + 1), sizeof(int));
+  memcpy(cap, in->cap, (size_t)in->num_cap * sizeof(int));
+  int n = in->num_cap;
+  for (int k = 0; k <= sub->num_insns; k++) {
+    const prog_insn* x = k < sub->num_insns ? &sub->insns[k] : NULL;
+    int count = x ? x->num_in + x->num_cap : sub->num_results;
+    for (int q = 0; q < count; q++) {
+      int id = !x ? sub->results[q] : q < x->num_in ? x->in[q] : x->cap[q - x->num_in];
+      if (id >= base) continue;
+      bool seen = false;
+      for (int j = 0; j < n && !seen; j++) seen = cap[j] == id;
+      if (!seen) cap[n++] = id;
+    }
+  }
+  in->cap = cap;
+  in->num_cap = n;
+}
+
+int vh_region_kind(vh* v, const prog_func* sub) {
+  (void)v;
+  if (sub->num_args != 2 || sub->num_insns != 1 || sub->num_results != 1) return RED_GENERIC;
+  const prog_insn* x = &sub->insns[0];
+  if (x->num_in != 2 || x->num_cap != 0 || x->scalar_in || sub->results[0] != x->out)
+    return RED_GENERIC;
+  int a0 = sub->first_arg, a1 = sub->first_arg + 1;
+  if (!((x->in[0] == a0 && x->in[1] == a1) || (x->in[0] == a1 && x->in[1] == a0)))
+    return RED_GENERIC;
+  if (sub->values[a0].rank != 0 || sub->values[a1].rank != 0) return RED_GENERIC;
+  switch (x->op) {
+    case OP_ADD: return RED_ADD;
+    case OP_MUL: return RED_MUL;
+    case OP_MAX: return RED_MAX;
+    case OP_MIN: return RED_MIN;
+    case OP_AND: return RED_AND;
+    case OP_OR: return RED_OR;
+    case OP_XOR: return RED_XOR;
+    default: return RED_GENERIC;
+  }
+}
+
+static void check_call_tree(vh* v, prog_program* p, const prog_func* fn, int depth, int* state);
 
 /* Calls must match the callee's signature, and no function may reach itself (the interpreter
  * recurses on calls). */
@@ -750,12 +863,18 @@ static void check_calls(vh* v, prog_program* p, int f, int depth, int* state) {
   if (state[f] == 2) return;
   if (state[f] == 1 || depth > 64) UNSUPPORTED(v, "unsupported: recursive function calls");
   state[f] = 1;
-  prog_func* fn = &p->funcs[f];
+  check_call_tree(v, p, &p->funcs[f], depth, state);
+  state[f] = 2;
+}
+
+static void check_call_tree(vh* v, prog_program* p, const prog_func* fn, int depth, int* state) {
+  if (depth > 64) UNSUPPORTED(v, "unsupported: regions or calls nested too deeply");
   for (int k = 0; k < fn->num_insns; k++) {
     prog_insn* in = &fn->insns[k];
+    for (int s = 0; s < in->num_sub; s++) check_call_tree(v, p, &in->sub[s], depth + 1, state);
     if (in->op != OP_CALL) continue;
     prog_func* callee = &p->funcs[in->iarg];
-    v->op = "vhlo.call_v1";
+    v->op = in->vhlo_name;
     check(v, in->num_in == callee->num_args && in->num_out == callee->num_results,
           "call arity differs from the callee's");
     for (int r = 0; r < in->num_in; r++) {
@@ -768,7 +887,6 @@ static void check_calls(vh* v, prog_program* p, int f, int depth, int* state) {
     }
     check_calls(v, p, in->iarg, depth + 1, state);
   }
-  state[f] = 2;
 }
 
 void vh_lower(prog_ctx* ctx, const bc_module* m, prog_program* p) {

@@ -1,0 +1,65 @@
+/* prog_vhlo.h -- what the two lowering files share: prog_vhlo.c (types, attributes, the
+ * elementwise/shape/dot/reduce ops, functions and regions) and prog_vhlo_ops.c (control flow,
+ * indexing, sort, windows, convolution and the other ops with many attributes). */
+#ifndef PROG_VHLO_H
+#define PROG_VHLO_H
+
+#include "prog_internal.h"
+
+typedef struct {
+  prog_ctx* ctx;
+  const bc_module* m;
+  int builtin, vhlo;
+  prog_program* program;
+  const char* op;   /* the op being lowered, for messages */
+} vh;
+
+#define FAIL(V, code, ...) prog_fail((V)->ctx, code, __VA_ARGS__)
+#define UNSUPPORTED(V, ...) prog_fail((V)->ctx, PROG_UNIMPLEMENTED, __VA_ARGS__)
+#define MALFORMED(V, ...) prog_fail((V)->ctx, PROG_INVALID_ARGUMENT, __VA_ARGS__)
+
+enum { BUILTIN_DICT = 1, BUILTIN_STRING = 2, BUILTIN_FLAT_SYMBOL = 4 };
+enum { VH_ARRAY = 1, VH_BOOL = 2, VH_CMP_DIR = 3, VH_CMP_TYPE = 4, VH_DICT = 6, VH_FLOAT = 8,
+       VH_INTEGER = 9, VH_PRECISION = 11, VH_STRING = 14, VH_TENSOR = 15, VH_TYPE = 17 };
+
+/* The op being lowered, in the function (or region) being built. */
+typedef struct {
+  vh* v;
+  prog_func* f;
+  const bc_op* op;
+  bool* defined;     /* per value of f: defined before this op */
+} lowering;
+
+/* attributes */
+const char* attr_string(vh* v, int i);
+int op_attr(vh* v, const bc_op* op, const char* name);  /* -1 when absent */
+int need(vh* v, const bc_op* op, const char* name);     /* malformed when absent */
+int64_t attr_int(vh* v, int i);
+bool attr_bool(vh* v, int i);
+uint64_t attr_enum(vh* v, int i, uint64_t expected_code, const char* what);
+const void* attr_tensor(vh* v, int i, prog_shape* shape);
+int attr_dims(vh* v, int i, int64_t* out, int max);
+/* An optional dimension list: its count, 0 when the op lacks the attribute. */
+int opt_dims(vh* v, const bc_op* op, const char* name, int64_t* out, int max);
+prog_shape tensor_type(vh* v, int i);
+
+/* checks */
+bool same_dims(const prog_shape* a, const prog_shape* b);
+void check(vh* v, bool ok, const char* what);
+void check_dims_list(vh* v, const int64_t* d, int n, int rank, bool distinct);
+bool is_float(prog_dtype t);
+bool is_arithmetic(prog_dtype t);
+const prog_shape* operand(lowering* L, int k);
+void expect_operands(lowering* L, int n);
+int find_func(prog_program* p, const char* name);
+
+/* Lowers region `r` of the current op into `sub`: a function over the enclosing function's
+ * values (captured) and the region's block arguments.  Records what it captures in `in`. */
+void vh_lower_region(lowering* L, prog_insn* in, const bc_region* r, prog_func* sub);
+/* The RED_* kind of a region that is one binary op of its two arguments, else RED_GENERIC. */
+int vh_region_kind(vh* v, const prog_func* sub);
+
+/* The ops of prog_vhlo_ops.c: returns false when `name` is none of them. */
+bool vh_lower_more(lowering* L, prog_insn* in, const char* name);
+
+#endif /* PROG_VHLO_H */
