@@ -59,7 +59,9 @@ DEFINITIONS: dict[str, str] = {
         "computations it reaches, transitively, through call, while (body and condition) and "
         "conditional (branches); parameters, constants and tuples included. Fused computations, "
         "reduce and sort regions and other called computations are part of the instruction "
-        "that calls them: a change inside one changes its caller."),
+        "that calls them: a change inside one changes its caller. (A dump file's FileNames, "
+        "FunctionNames, FileLocations and StackFrames sections, before the computations, hold "
+        "source locations, not instructions.)"),
     "matching": (
         "Matching the instructions of a step, in four rounds, each pairing one to one what the "
         "rounds before left over. (1) Unchanged: in the same computation, the same line without "
@@ -87,8 +89,8 @@ DEFINITIONS: dict[str, str] = {
     "bytes": (
         "Bytes, spill-style: a kernel reads the whole of each operand slot (an operand used "
         "twice, as in multiply(x, x), is read twice) and writes the whole of its result; an "
-        "array's size is its element count times the element's bytes (f32: 4), a tuple's the "
-        "sum of its parts. A state's bytes read and written are the sums over its kernels."),
+        "array's size is its element count times the element's bytes (f32 and s32: 4, pred: "
+        "1), a tuple's the sum of its parts. A state's bytes read and written are the sums over its kernels."),
     "score": (
         "Score of a step: |d bytes read| / R0 + |d bytes written| / W0 + instructions "
         "changed / N0, d between the two states of the step, where R0 and W0 are the bytes "
