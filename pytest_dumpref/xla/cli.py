@@ -1,4 +1,4 @@
-"""Command line of the xla room: ``python -m pytest_dumpref traffic FILE [--json]``.
+"""Command line of the xla room: ``python -m pytest_dumpref traffic FILE... [--json]``.
 
 ``register(subparsers)`` adds one subparser per command; each command is a
 ``_register_<name>`` function plus a ``run_<name>(args) -> exit code``, so a new command is
@@ -29,15 +29,20 @@ def _fail(message: str) -> int:
 
 def _register_traffic(subparsers) -> None:
     p = subparsers.add_parser(
-        "traffic", help="bytes read and written per kernel of one HLO text file",
-        description="Spill-style traffic of one HLO module: each kernel of the entry "
+        "traffic", help="bytes read and written per kernel of HLO text files",
+        description="Spill-style traffic of HLO modules: each kernel of the entry "
                     "computation reads its operands and writes its result. Compared with "
-                    "XLA's own HloCostAnalysis, naming the instructions where they differ.")
-    p.add_argument("file", help="an HLO text file (e.g. *.cpu_after_optimizations.txt)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+                    "XLA's own HloCostAnalysis, naming the instructions where they differ. "
+                    "Several files give one result each, in order; a file that cannot be "
+                    "read is reported and the others still are (exit 0 only if all were).")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="HLO text files (e.g. *.cpu_after_optimizations.txt, *.hlo)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per line and file (an unreadable file: 'error')")
     p.add_argument("--buffer-assignment", metavar="FILE",
                    help="buffer-assignment dump for the temporaries (default: the "
-                        "'-buffer-assignment.txt' file next to FILE, if there is one)")
+                        "'-buffer-assignment.txt' file next to each FILE, if there is one); "
+                        "only with a single FILE")
     p.add_argument("--no-xla", action="store_true",
                    help="skip XLA's cost analysis (no private jaxlib API is touched)")
     p.set_defaults(run=run_traffic)
@@ -61,22 +66,52 @@ def _read(path: Path) -> str:
 
 
 def run_traffic(args) -> int:
-    from .hlo import HloParseError, parse_module
+    from .progress import ProgressBar
+
+    files = [Path(f) for f in args.files]
+    if args.buffer_assignment and len(files) > 1:
+        return _fail("--buffer-assignment names the buffer assignment of one file; with "
+                     f"{len(files)} files each one's sibling '-buffer-assignment.txt' is used")
+    failed = 0
+    bar = ProgressBar(len(files), "traffic") if len(files) > 1 else None
+    try:
+        for index, path in enumerate(files):
+            if bar:
+                bar.step(str(path), n=0)
+            try:
+                result = _traffic_of(path, args)
+            except ValueError as e:  # unreadable, not HLO, or refused: one line, go on
+                result = (None, None, None, str(e))
+            except Exception as e:  # noqa: BLE001 - no traceback reaches a user
+                result = (None, None, None, f"{path}: internal error while analysing it "
+                          f"({type(e).__name__}: {e}); please report it with the file")
+            if bar:
+                bar.step()
+                bar.close()
+            if result[3] is not None:
+                failed += 1
+                print(f"error: {result[3]}", file=sys.stderr)
+            _report(args, index, path, *result)
+    except BrokenPipeError:  # e.g. piped into `head`: the reader has what it wanted
+        sys.stdout = open(os.devnull, "w")
+    finally:
+        if bar:
+            bar.close()
+    return EXIT_BAD_INPUT if failed else 0
+
+
+def _traffic_of(path: Path, args):
+    """(traffic, buffer assignment path, XLA's error, None) for one file; raises ValueError
+    (HloParseError included) naming the file when it cannot be analysed."""
     from .traffic import module_traffic
 
-    path = Path(args.file)
-    try:
-        text = _read(path)
-        module = parse_module(text, source=str(path))
-        ba_path = Path(args.buffer_assignment) if args.buffer_assignment else \
-            _sibling_buffer_assignment(path)
-        ba_text = _read(ba_path) if ba_path else None
-        traffic = module_traffic(module, buffer_assignment_text=ba_text)
-    except HloParseError as e:
-        return _fail(str(e))
-    except ValueError as e:
-        return _fail(str(e))
-
+    text = _read(path)
+    from .hlo import parse_module
+    module = parse_module(text, source=str(path))
+    ba_path = Path(args.buffer_assignment) if args.buffer_assignment else \
+        _sibling_buffer_assignment(path)
+    ba_text = _read(ba_path) if ba_path else None
+    traffic = module_traffic(module, buffer_assignment_text=ba_text)
     xla_error = None
     if not args.no_xla:
         from . import xla_private
@@ -84,25 +119,25 @@ def run_traffic(args) -> int:
             traffic.with_xla_cost(xla_private.cost_analysis(text, source=str(path)))
         except (ValueError, xla_private.XlaPrivateApiError) as e:
             xla_error = str(e)
-
-    try:
-        _report(args, traffic, ba_path, xla_error)
-    except BrokenPipeError:  # e.g. piped into `head`: the reader has what it wanted
-        sys.stdout = open(os.devnull, "w")
-    return 0
+    return traffic, ba_path, xla_error, None
 
 
-def _report(args, traffic, ba_path, xla_error) -> None:
+def _report(args, index, path, traffic, ba_path, xla_error, error) -> None:
     if args.json:
-        data = traffic.as_dict()
-        if ba_path:
-            data["buffer_assignment"] = str(ba_path)
-        if xla_error:
-            data["xla_error"] = xla_error
-        json.dump(data, sys.stdout, indent=2)
-        print()
+        if error is not None:
+            data = {"file": str(path), "error": error}
+        else:
+            data = {"file": str(path), **traffic.as_dict()}
+            if ba_path:
+                data["buffer_assignment"] = str(ba_path)
+            if xla_error:
+                data["xla_error"] = xla_error
+        print(json.dumps(data))
         return
-    _print_table(traffic, ba_path, xla_error)
+    if error is None:
+        if index:
+            print()
+        _print_table(traffic, ba_path, xla_error)
 
 
 def _print_table(traffic, ba_path, xla_error) -> None:
