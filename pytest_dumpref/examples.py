@@ -175,3 +175,13 @@ def huber_loss(pred, target, delta=1.0):
 def bce_with_logits(logits, labels):
     """Binary cross-entropy on logits, in the numerically stable form."""
     return jnp.mean(jnp.maximum(logits, 0) - logits * labels + jnp.log1p(jnp.exp(-jnp.abs(logits))))
+
+
+def rope(x, base=10000.0):
+    """Rotary position embedding of x: [seq, head_dim], its angle tables computed in numpy
+    when traced (so they reach XLA as constants, as they often do in real models)."""
+    s, d = x.shape
+    angles = np.arange(s)[:, None] / base ** (np.arange(0, d, 2)[None, :] / d)
+    cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
+    x1, x2 = x[:, 0::2], x[:, 1::2]
+    return jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1).reshape(s, d)

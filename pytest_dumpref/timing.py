@@ -46,6 +46,10 @@ SINGLE_THREAD_XLA_FLAGS = ["--xla_cpu_multi_thread_eigen=false"]
 # Names of the two calibration kernels, timed in the same rounds as the plan's variants.
 STREAM = "calibration: stream y=2x"
 DISPATCH = "calibration: dispatch y=2x over 8 elements"
+# The same stream kernel, each call on the next of enough distinct input arrays to exceed
+# the last-level cache several times over: the bandwidth of data that is not in cache.
+STREAM_COLD = "calibration: stream y=2x, inputs not in cache"
+COLD_INPUT_BYTES = 128 * 2 ** 20
 
 
 class TimingError(RuntimeError):
@@ -79,6 +83,7 @@ class TimingPlan:
     cpu: int | None = None
     timeout_s: float = 300.0
     programs: dict = field(default_factory=dict)
+    cold_stream: bool = False
 
     def program_of(self, variant: str) -> tuple:
         """(program, args) of ``variant``."""
@@ -171,9 +176,18 @@ class TimingResult:
                               f"the dispatch kernel ({self.dispatch_seconds * 1e6:.1f} us): no bandwidth to measure")
         return (stream.bytes_accessed - self.variants[DISPATCH].bytes_accessed) / seconds
 
-    def predicted_seconds(self, extra_bytes: float) -> float:
+    @property
+    def cold_bandwidth(self) -> float:
+        """Bytes per second of the stream kernel on inputs not in cache (plans with
+        ``cold_stream``), dispatch cost removed (paired per round)."""
+        if STREAM_COLD not in self.variants:
+            raise TimingError("this run timed no cold stream (TimingPlan(cold_stream=True))")
+        seconds = statistics.median(self.paired_differences(DISPATCH, STREAM_COLD))
+        return (self.variants[STREAM_COLD].bytes_accessed - self.variants[DISPATCH].bytes_accessed) / seconds
+
+    def predicted_seconds(self, extra_bytes: float, *, cold: bool = False) -> float:
         """The time ``extra_bytes`` take at the bandwidth measured in this run."""
-        return extra_bytes / self.bandwidth
+        return extra_bytes / (self.cold_bandwidth if cold else self.bandwidth)
 
     def table(self) -> list:
         """Rows for evidence.table: one per variant; per round its fastest call, then the
@@ -379,14 +393,26 @@ def _worker(plan: TimingPlan) -> dict:
             if compiled.as_text() != first.as_text():
                 raise TimingError(f"{name}: compiled again, it is not the program of {twin}")
         kernels[name] = (compiled, args, options)
-    kernels[STREAM] = (jax.jit(_stream).lower(stream_x).compile(), [stream_x], {})
+    stream = jax.jit(_stream).lower(stream_x).compile()
+    kernels[STREAM] = (stream, [stream_x], {})
+    if plan.cold_stream:
+        n_cold = max(2, COLD_INPUT_BYTES // max(1, stream_x.nbytes))
+        cold = [jax.device_put(rng.standard_normal(plan.stream_shape).astype(np.float32))
+                for _ in range(n_cold)]
+        kernels[STREAM_COLD] = (stream, cold, {})
     kernels[DISPATCH] = (jax.jit(_stream).lower(tiny_x).compile(), [tiny_x], {})
 
+    turn = {STREAM_COLD: 0}
+
     def run(name, n) -> list:
-        """Seconds of each of ``n`` calls; each call finishes before the next starts."""
+        """Seconds of each of ``n`` calls; each call finishes before the next starts.  The
+        cold stream takes its inputs in turn, so that no call finds its input in cache."""
         compiled, a, _ = kernels[name]
         times = []
         for _ in range(n):
+            if name == STREAM_COLD:
+                a = [kernels[STREAM_COLD][1][turn[name] % len(kernels[STREAM_COLD][1])]]
+                turn[name] += 1
             t0 = time.perf_counter_ns()
             jax.block_until_ready(compiled(*a))
             times.append((time.perf_counter_ns() - t0) * 1e-9)
