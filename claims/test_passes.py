@@ -209,25 +209,29 @@ def _mib(n: int) -> str:
 UNEXPLAINED_LIMIT = 0
 
 
-def _xla_agrees(evidence, label: str, state) -> tuple:
-    """Our spill-style totals for one snapshot, XLA's HloCostAnalysis of the same text, and
-    the named instructions where the two accountings differ.  Asserts that XLA's total is
-    what its rules, restated per instruction, add up to (exactly, or through XLA's float32
-    summation): the unexplained remainder is recorded and at most UNEXPLAINED_LIMIT (0) bytes."""
-    t = module_traffic(state.module)
-    cost = cost_analysis(state.text, source=str(state.path))
-    diffs = t.compare_with_xla(cost)
-    named = [x for x in diffs if x.instruction != "(unexplained)"]
-    unexplained = sum(x.ours - x.xla for x in diffs if x.instruction == "(unexplained)")
-    assert abs(unexplained) <= UNEXPLAINED_LIMIT, (state.path, unexplained)
-    evidence.number(f"XLA bytes accessed {label}", cost["bytes accessed"], unit="B")
-    evidence.number(f"XLA flops {label}", cost["flops"])
-    evidence.number(f"bytes the restated XLA rules leave unexplained {label}", unexplained, unit="B")
-    if named:
-        evidence.table(f"where spill-style and XLA's accounting differ {label}",
-                       [{"instruction": x.instruction, "ours (B)": x.ours, "XLA (B)": _whole(x.xla),
-                         "why": x.reason} for x in named])
-    return t, cost, unexplained
+def _xla_agrees(evidence, *sides) -> list:
+    """For each (label, state): our spill-style totals, XLA's HloCostAnalysis of the same text,
+    and the named instructions where the two accountings differ, all sides in one table.
+    Asserts that XLA's total is what its rules, restated per instruction, add up to (exactly,
+    or through XLA's float32 summation): the unexplained remainder is recorded and at most
+    UNEXPLAINED_LIMIT (0) bytes.  Returns (traffic, cost, unexplained) per side."""
+    out, rows = [], []
+    for label, state in sides:
+        t = module_traffic(state.module)
+        cost = cost_analysis(state.text, source=str(state.path))
+        diffs = t.compare_with_xla(cost)
+        unexplained = sum(x.ours - x.xla for x in diffs if x.instruction == "(unexplained)")
+        assert abs(unexplained) <= UNEXPLAINED_LIMIT, (state.path, unexplained)
+        evidence.number(f"XLA bytes accessed {label}", cost["bytes accessed"], unit="B")
+        evidence.number(f"XLA flops {label}", cost["flops"])
+        evidence.number(f"bytes the restated XLA rules leave unexplained {label}", unexplained, unit="B")
+        rows += [{"program": label, "instruction": x.instruction, "ours (B)": x.ours,
+                  "XLA (B)": _whole(x.xla), "why": x.reason}
+                 for x in diffs if x.instruction != "(unexplained)"]
+        out.append((t, cost, unexplained))
+    if rows:
+        evidence.table("where spill-style and XLA's accounting differ", rows)
+    return out
 
 
 def _whole(b):
@@ -280,8 +284,7 @@ def _pass_evidence(evidence, study: Study, rank: int, name: str, what: str) -> P
                    f"name, shape and bytes, as stated under the ranking)", rows)
     assert fb.bytes_read - fa.bytes_read == sum(r["bytes read (removed - added)"] for r in rows)
     assert fb.bytes_written - fa.bytes_written == sum(r["bytes written (removed - added)"] for r in rows)
-    _xla_agrees(evidence, f"before {name}", ch.before)
-    _xla_agrees(evidence, f"after {name}", ch.after)
+    _xla_agrees(evidence, (f"before {name}", ch.before), (f"after {name}", ch.after))
     return ch
 
 
@@ -379,8 +382,8 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
                                                        for o in i.operands) for i in repeated)
 
     # XLA's own accounting of both ends, and of every snapshot with the listing.
-    _, c0, _ = _xla_agrees(evidence, "traced", first.before)
-    _, c1, unexplained = _xla_agrees(evidence, "optimized", last.after)
+    (_, c0, _), (_, c1, unexplained) = _xla_agrees(evidence, ("traced", first.before),
+                                                   ("optimized", last.after))
     assert unexplained == 0
     # the traced program's only difference is XLA's float32 rounding: a few bytes
     assert abs(fb.bytes_accessed - c0["bytes accessed"]) <= 64, (fb.bytes_accessed, c0["bytes accessed"])
