@@ -1,20 +1,26 @@
 """Study 3: the PJRT device, built from nothing and measured, not asserted.
 
 Every table here comes from the measured map (pytest_dumpref/pjrt/pjrt_map.py): jax runs in a
-subprocess against the plugin built in this session, with the plugin's call trace on; then each
-implemented entry point that jax called is knocked out in turn (DUMPREF_PJRT_DISABLE), and the
-failure it caused is kept as the reason the device needs it.
+subprocess against the plugin built in this session, with the plugin's call trace on (a record
+per call: the args struct as jax filled it and as the device left it, decoded with the real
+pjrt_c_api.h); then each implemented entry point that jax called is knocked out in turn
+(DUMPREF_PJRT_DISABLE), and the failure it caused is kept as the reason the device needs it.
+The minimal plugin of the appendix (plugin_c/minimal/minimal.c) is built and run the same way,
+and one-line edits of it measure the rules the map states (pytest_dumpref/pjrt/minimal.py).
 """
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from pytest_dumpref.pjrt.build import LIBRARY_NAME
+from pytest_dumpref.pjrt import minimal
+from pytest_dumpref.pjrt.build import LIBRARY_NAME, MINIMAL_LIBRARY_NAME, build_plugin
 from pytest_dumpref.pjrt.jax_plugin import DEFAULT_PRIORITY
-from pytest_dumpref.pjrt.pjrt_map import ERROR_CHANNEL, LEVELS, OK_MARK
-from pytest_dumpref.pjrt.trace import PRELUDE
+from pytest_dumpref.pjrt.pjrt_map import (ERROR_CHANNEL, JAX_VIEW_CODE, LEVELS, OK_MARK,
+                                          jax_view_table, level_passed, sent_facts)
+from pytest_dumpref.pjrt.trace import PRELUDE, run_jax
 
 pytestmark = pytest.mark.pjrt
 
@@ -27,17 +33,21 @@ LEVEL2_ARRAYS = "f32[4,3] (transposed view), s8[] (0-d), pred[0,3] (empty), bf16
 HOW_SNIPPETS_RUN = (
     f"Every snippet in this study is run as shown, in a fresh Python: its first line "
     f"({PRELUDE.strip()}) is the prelude that pytest_dumpref/pjrt/trace.py (PRELUDE) puts before "
-    f"each one. The plugin is registered by jax itself at start-up, before that line: with this "
-    f"package installed (pip install -e .), jax finds the jax_plugins entry point "
-    f"dumpref = pytest_dumpref.pjrt.jax_plugin, which registers the library named by "
-    f"DUMPREF_PJRT_LIBRARY (the claims name the one built in this run) or else builds "
-    f"{LIBRARY_NAME} into ~/.cache/pytest-dumpref/pjrt/<digest>/ on first use (a C compiler is "
-    f"needed), at backend priority {DEFAULT_PRIORITY} unless DUMPREF_PJRT_PRIORITY says "
-    f"otherwise. With the entry point switched off (DUMPREF_PJRT=0), or without this package, "
-    f"jax's own PJRT_NAMES_AND_LIBRARY_PATHS registers a library just as well; this claim runs "
-    f"level 1's snippet that way too, with the command below.")
-PLAIN_REGISTRATION = ("DUMPREF_PJRT=0 PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:/path/to/" + LIBRARY_NAME
+    f"each one. The plugin is registered by jax itself at start-up, before that line, in one of "
+    f"two ways. (1) With this package installed (pip install -e .), jax imports the jax_plugins "
+    f"entry point dumpref = pytest_dumpref.pjrt.jax_plugin in every process, and it does nothing "
+    f"unless the process asks for the device: DUMPREF_PJRT=1, or DUMPREF_PJRT_LIBRARY=PATH "
+    f"(the claims name the library built in this run). Asked, it registers that library, or "
+    f"builds {LIBRARY_NAME} into ~/.cache/pytest-dumpref/pjrt/<digest>/ on first use (a C "
+    f"compiler is needed), at backend priority {DEFAULT_PRIORITY} (DUMPREF_PJRT_PRIORITY), below "
+    f"the CPU's 0, so jax's default device stays the CPU. (2) Without this package, jax's own "
+    f"variable PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:/path/to/lib.so registers any library, at "
+    f"jax's plugin priority 400: above the CPU, so the device becomes jax's default (measured "
+    f"below). The snippets name the device, so they pass either way; this claim runs level 1's "
+    f"snippet the second way too, with the command below.")
+PLAIN_REGISTRATION = ("PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:/path/to/" + LIBRARY_NAME
                       + " python level1.py   # level1.py: the level 1 snippet, as shown below")
+DEFAULT_BACKEND = "import json\nprint(json.dumps([jax.default_backend(), [d.platform for d in jax.devices()]]))\n"
 
 
 def _as_run(code: str) -> str:
@@ -71,11 +81,25 @@ def test_jax_lists_the_device_built_in_this_run(pjrt_plugin, evidence):
     got = json.loads(run.stdout.strip().splitlines()[-1])
     evidence.excerpt("jax.devices() with the plugin registered above the CPU backend "
                      "(DUMPREF_PJRT_PRIORITY=500)", "\n".join(got["devices"]))
-    evidence.note("By default the plugin registers below jax's CPU backend, so a bare jnp.ones "
-                  "stays on the CPU; the device is then reached by name, jax.devices('dumpref').")
+    # Which backend is jax's default, measured for each way of registering (and for none).
+    plain_env = minimal.plain_registration(pjrt_plugin.path)
+    ways = {"entry point, DUMPREF_PJRT=1 (priority -100)": {},
+            "PJRT_NAMES_AND_LIBRARY_PATHS (jax's priority 400)": plain_env,
+            "neither (this package installed, the device not asked for)": {"DUMPREF_PJRT": "",
+                                                                           "DUMPREF_PJRT_LIBRARY": ""}}
+    rows = []
+    for way, env in ways.items():
+        r = pjrt_plugin.run_jax(DEFAULT_BACKEND, trace=False, env=env)
+        assert r.ok, (way, r.why)
+        default, platforms = json.loads(r.stdout.strip().splitlines()[-1])
+        rows.append({"registered by": way, "jax.default_backend()": default,
+                     "platforms of jax.devices()": ", ".join(platforms),
+                     "stderr mentions dumpref": "yes" if "dumpref" in r.stderr else "no"})
+    evidence.table("jax's default backend, by how the plugin was registered", rows)
+    assert [r["jax.default_backend()"] for r in rows] == ["cpu", "dumpref", "cpu"], rows
+    assert rows[2]["platforms of jax.devices()"] == "cpu" and rows[2]["stderr mentions dumpref"] == "no"
     # The registration a reader can use without this package's entry point, checked here.
-    plain = pjrt_plugin.run_jax(LEVELS[0].code, trace=False, env={
-        "DUMPREF_PJRT": "0", "PJRT_NAMES_AND_LIBRARY_PATHS": f"dumpref:{pjrt_plugin.path}"})
+    plain = pjrt_plugin.run_jax(LEVELS[0].code, trace=False, env=plain_env)
     assert plain.ok and OK_MARK in plain.stdout, plain.why
     evidence.note(HOW_SNIPPETS_RUN)
     evidence.excerpt("a snippet run with the plugin registered by jax's own variable, not the entry "
@@ -88,8 +112,24 @@ def test_jax_lists_the_device_built_in_this_run(pjrt_plugin, evidence):
 def _claim_level(pjrt_map, evidence, number):
     m = pjrt_map.level(number)
     rows = [r for r in pjrt_map.first_need_table() if r["level"] == number]
+    earlier = {n for lm in pjrt_map.levels if lm.level.number < number for n in lm.called}
+    evidence.note("Two tiers. Every entry point jax calls must be a real function: jaxlib calls "
+                  "the slot without checking it for NULL (the appendix measures what a NULL slot "
+                  "does). Of those, the needed ones must also succeed; the others may answer "
+                  "UNIMPLEMENTED. Needed is measured by knocking each one out: "
+                  "DUMPREF_PJRT_DISABLE=PJRT_Name (read by plugin_c/hooks.c) makes that entry point "
+                  "answer UNIMPLEMENTED at once, without rebuilding, and the level is run again; "
+                  "the error channel (PJRT_Error_*) cannot be knocked out, since it is how jax reads "
+                  "every failure.")
+    evidence.table(f"Level {number}: every entry point jax called, in order of first call, and "
+                   "its tier", m.tier_table(earlier))
+    evidence.number(f"entry points jax calls at level {number} (must be functions)", len(m.called))
     evidence.table(f"Level {number} ({m.level.goal}): entry points in the order they had to be "
                    "filled, and what broke without each", rows)
+    evidence.table(f"Level {number}, what each entry point new at this level was sent and filled "
+                   "in the run (every distinct value; a pointer shows NULL, the earlier output it "
+                   "came from, or set; * marks what the device noted about memory behind a "
+                   "pointer)", m.fill_table(only=set(m.called) - earlier))
     evidence.number(f"entry points level {number} needs", len(m.needed))
     evidence.number(f"of them new at level {number}", len(rows))
     evidence.number(f"distinct entry points jax calls at level {number}",
@@ -108,19 +148,24 @@ def _claim_level(pjrt_map, evidence, number):
     return m, rows
 
 
-@pytest.mark.claim("Listing the device (level 1) needs exactly the entry points in the table, "
-                   "filled in the order shown; without any one of them jax fails or aborts, "
-                   "for the reason shown.", section="pjrt")
+@pytest.mark.claim("Listing the device (level 1) calls the entry points listed and needs exactly "
+                   "the ones in the second table, filled in the order shown with the values shown; "
+                   "without any one of them jax fails or aborts, for the reason shown (one only "
+                   "at exit, after the level passed).", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_level1_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
     m, rows = _claim_level(pjrt_map, evidence, 1)
     assert m.needed and all(n.why for n in m.needed)
     assert m.needed_names[:2] == ["PJRT_Plugin_Initialize", "PJRT_Client_Create"]
+    at_exit = [n.entry_point for n in m.needed if n.at_exit]
+    evidence.number("level 1 entry points whose knock-out fails only at exit", len(at_exit))
+    assert at_exit == ["PJRT_Client_Destroy"], at_exit
 
 
-@pytest.mark.claim("Holding arrays (level 2: device_put, np.asarray, delete) needs the level-1 "
-                   "entry points plus the ones in the table, in the order shown, each with what "
-                   "broke without it.", section="pjrt")
+@pytest.mark.claim("Holding arrays (level 2: device_put, np.asarray, delete) calls the entry "
+                   "points listed and needs the level-1 ones plus those in the second table, in "
+                   "the order shown, each with what broke without it and the values it was sent "
+                   "and filled.", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_level2_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
     evidence.note(f"Level-2 arrays: {LEVEL2_ARRAYS}.")
@@ -228,3 +273,136 @@ def test_needed_set_suffices(pjrt_plugin, pjrt_map, evidence):
         evidence.number(f"needed by level {lm.level.number}", len(lm.needed))
     evidence.number("knock-out runs", pjrt_map.runs)
     assert all(lm.sufficient for lm in pjrt_map.levels), [lm.sufficiency_why for lm in pjrt_map.levels]
+
+
+# numpy's strides of level 2's first array (the transposed f32 view), computed here
+TRANSPOSED = np.arange(12, dtype=np.float32).reshape(3, 4).T
+
+
+@pytest.mark.claim("What jax sends and what it makes of what the device fills, read off the traces "
+                   "of the three levels: every struct_size is the header's, PJRT_Client_LookupDevice "
+                   "is asked for the id PJRT_DeviceDescription_Id returned, a transposed array "
+                   "arrives as numpy's byte strides, PJRT_Buffer_ToHostBuffer always gets a dense "
+                   "row-major host_layout, device_layout is NULL, and events only see OnReady and "
+                   "Destroy; each value the device filled for its device and memory is what jax "
+                   "shows.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
+def test_what_jax_sends_and_shows(pjrt_plugin, pjrt_map, evidence):
+    facts = sent_facts(pjrt_map, list(TRANSPOSED.strides))
+    evidence.table("What jax sent, in every call of levels 1-3", facts)
+    view = jax_view_table(pjrt_map.jax_view, pjrt_map.jax_view_calls)
+    evidence.table("Each value the device filled, and where jax shows it", view)
+    evidence.excerpt("how jax's side was read (a snippet, run with the plugin registered)",
+                     _as_run(JAX_VIEW_CODE), lang="python")
+    assert [f["what jax does"] for f in facts if f["holds"] != "yes"] == []
+    assert [v["entry point"] for v in view if v["relation"] == "differs"] == []
+
+
+@pytest.mark.claim("One-line edits of the minimal plugin measure the rules the map states: a NULL "
+                   "slot that jax calls kills the host process with SIGSEGV, a NULL slot it never "
+                   "calls is harmless, PJRT_Buffer_ToHostBuffer must hand back an event while "
+                   "PJRT_Client_BufferFromHostBuffer may hand back none, and the memory kind may be "
+                   "any string.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method="one-line edit of plugin_c/minimal/minimal.c, "
+                        "built and run on a level snippet in a subprocess, registered by PJRT_NAMES_AND_LIBRARY_PATHS")
+def test_rules_measured_by_one_line_edits(pjrt_plugin, evidence, tmp_path):
+    results = {e.name: minimal.run_edit(e, tmp_path / f"edit{i}") for i, e in enumerate(minimal.EDITS)}
+    evidence.table("Each edit, the level run on the edited plugin, and how the run ended", [
+        {"edit": r.edit.name, "rule tested": r.edit.rule, "line of minimal.c": r.edit.find.strip(),
+         "edited to": r.edit.replace.strip(), "level": r.edit.level,
+         "level passed": "yes" if r.passed else "no", "how the run ended": r.why}
+        for r in results.values()])
+    null_called = results["NULL slot jax calls"]
+    evidence.number("exit status with a NULL slot jax calls", null_called.returncode)
+    assert null_called.returncode == -11 and not null_called.checks_passed  # SIGSEGV
+    assert results["NULL slot jax never calls"].passed
+    assert not results["ToHostBuffer without its event"].passed
+    assert results["BufferFromHostBuffer without its event"].passed
+    assert results["memory kind 'any name at all'"].passed
+
+
+# What a reader without this repository types, run here as written (in a folder holding only
+# minimal.c and the two level snippets, with this package's entry point not asked for).
+READER_RECIPE = """\
+# needs: a C compiler, and  pip install jax==0.10.2 jaxlib==0.10.2 xla-cpu-pjrt==0.0.1
+INCLUDE=$(python -c "import os, xla_plugins.xla_cpu_pjrt as x; print(os.path.join(list(x.__path__)[0], 'include'))")
+cc -std=c11 -O2 -Wall -Wextra -fPIC -shared -I"$INCLUDE" -o libdumpref_minimal.so minimal.c
+export PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:$PWD/libdumpref_minimal.so
+python level1.py && python level2.py
+"""
+
+
+@pytest.mark.claim("Appendix: the minimal plugin below, one C file that fills only the entry points "
+                   "the map found needed and answers UNIMPLEMENTED in every other slot, builds "
+                   "against the real pjrt_c_api.h with the command shown and passes level 1 and "
+                   "level 2 when registered with jax's own PJRT_NAMES_AND_LIBRARY_PATHS; its size "
+                   "against the full plugin is in the numbers.", section="pjrt")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method="the reader's recipe run as written in a fresh "
+                        "folder; level snippets in subprocesses; sizes counted from the source and the built table")
+def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
+    import os
+    import subprocess
+    import sys
+    built = build_plugin(tmp_path / "lib", minimal=True)
+    size = minimal.size(built.path, len(pjrt_map.implemented))
+    evidence.number("lines of minimal.c", size.lines)
+    evidence.number("slots it fills (SLOT rows of its table)", len(size.filled_in_source))
+    evidence.number("slots filled in the built table (not the shared UNIMPLEMENTED)", size.filled_in_library)
+    evidence.number("slots of the PJRT_Api table", size.slots)
+    evidence.number("lines of the full plugin (plugin_c/*.c, *.h)", size.full_lines)
+    evidence.number("... of them outside the program reader and executables (levels 1-2)",
+                    size.full_lines_levels_1_2)
+    evidence.number("entry points the full plugin implements", size.full_implemented)
+    needed = set(pjrt_map.level(1).needed_names) | set(pjrt_map.level(2).needed_names) | set(ERROR_CHANNEL)
+    assert set(size.filled_in_source) == needed, set(size.filled_in_source) ^ needed
+    assert size.filled_in_library == len(size.filled_in_source)
+    # The table's own fields, as the built library reports them, against the header's.
+    api = built.api
+    evidence.note(f"The PJRT_Api table itself: struct_size = {api.struct_size} (the header's "
+                  f"PJRT_Api_STRUCT_SIZE: {api.header_struct_size('PJRT_Api')}), pjrt_api_version "
+                  f"{api.version[0]}.{api.version[1]} (the header's PJRT_API_MAJOR.PJRT_API_MINOR), "
+                  "extension_start NULL. The error struct is the plugin's own: jax only holds the "
+                  "pointer and reads it back through PJRT_Error_GetCode and PJRT_Error_Message, "
+                  "then frees it with PJRT_Error_Destroy.")
+    assert api.struct_size == api.header_struct_size("PJRT_Api")
+    # The reader's recipe, run as written in a folder of its own.
+    reader = tmp_path / "reader"
+    reader.mkdir()
+    (reader / "minimal.c").write_text(minimal.source_path().read_text())
+    for lv in LEVELS[:2]:
+        (reader / f"level{lv.number}.py").write_text(_as_run(lv.code))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DUMPREF_", "PJRT_"))}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    done = subprocess.run(["bash", "-e", "-c", READER_RECIPE], cwd=reader, env=env,
+                          capture_output=True, text=True, timeout=300)
+    marks = done.stdout.count(OK_MARK)
+    evidence.number("level snippets that printed their mark in the reader's run", marks)
+    assert done.returncode == 0 and marks == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    evidence.excerpt("Build and run it: the reader's recipe, run as written here (minimal.c, "
+                     "level1.py and level2.py in one folder)", READER_RECIPE, lang="bash")
+    # Level 3 is beyond it: jit needs PJRT_Client_Compile, which it answers UNIMPLEMENTED.
+    runs = minimal.run_levels(built.path)
+    evidence.table("The minimal plugin at each level (registered by PJRT_NAMES_AND_LIBRARY_PATHS)",
+                   [{"level": n, "goal": LEVELS[n - 1].goal, "passed": "yes" if level_passed(r) else "no",
+                     "how it ended": r.why} for n, r in runs.items()])
+    assert level_passed(runs[1]) and level_passed(runs[2]) and not level_passed(runs[3])
+    view = run_jax(built.path, JAX_VIEW_CODE, trace=False, env=minimal.plain_registration(built.path))
+    assert view.ok, view.why
+    shown = json.loads(view.stdout.strip().splitlines()[-1])
+    evidence.note(f"jax's view of it: platform {shown['d.platform']!r}, memory kind "
+                  f"{shown['d.default_memory().kind']!r} (the file's \"hbm\": the kind is a free "
+                  f"string), repr {shown['repr(d)']!r}; it reports zero plugin and zero device "
+                  "attributes, and jax accepts both.")
+    assert shown["d.default_memory().kind"] == "hbm"
+    evidence.note("How to read it: every entry point takes one args struct; jax fills the inputs "
+                  "and struct_size, the plugin fills the fields marked // out in pjrt_c_api.h and "
+                  "returns NULL for success or a PJRT_Error* it allocated. The objects behind the "
+                  "handles are the plugin's own structs. To see what each entry point is for, "
+                  "replace its SLOT row's function by the stub (delete the row): that is the "
+                  "knock-out the level tables above were measured with, and the level then fails "
+                  "as their 'why' column says.")
+    evidence.excerpt("plugin_c/minimal/minimal.c, the whole file", minimal.source_path().read_text(),
+                     lang="c")
+    for lv in LEVELS[:2]:
+        evidence.excerpt(f"level{lv.number}.py (level {lv.number}: {lv.goal})", _as_run(lv.code),
+                         lang="python")

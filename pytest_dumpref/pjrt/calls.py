@@ -4,8 +4,9 @@ A record (``plugin_c/hooks.c``) keeps an entry point's args struct twice, as byt
 passed it and as the entry point left it.  Here each field is read back through cffi's view of
 the header (:mod:`.abi`), so nothing about the structs is typed by hand:
 
-- an **output** is a field the header marks ``// out`` (or ``// in/out``) or whose bytes the
-  entry point changed; every other field is an **input** jax set;
+- an **output** is a field whose bytes the entry point changed, or, when it succeeded, one the
+  header marks ``// out`` or ``// in/out``; every other field (and every ``in/out`` one, as jax
+  passed it) is an **input** jax set;
 - enums read as their names (``PJRT_Buffer_Type_F32``); a pointer reads ``NULL``, or names the
   latest earlier output that handed out the same address (``PJRT_Client_Create.client``), or
   ``set``; a ``const char*`` with a ``<name>_size`` beside it reads as the string when it points
@@ -170,11 +171,15 @@ def decode_records(records: list[dict], library: Path, library_base: int | None)
                 continue
             if top in both or not (top in marked or (key in fout and fout[key] != kv)):
                 inputs[key] = show(key, kv, fin)
+        succeeded = rec.get("error") is None and not rec.get("knocked_out")
         for key, kv in fout.items():
             top = key.split(".")[0]
-            if key in HEADER_FIELDS or not (top in marked or fin.get(key) != kv):
+            # a marked output counts when the call succeeded; after an error, only what changed
+            if key in HEADER_FIELDS or not ((top in marked and succeeded) or fin.get(key) != kv):
                 continue
             outputs[key] = show(key, kv, fout)
+        for key in [k for k in outputs if outputs.get(k + "_is_set") is False]:
+            del outputs[key]  # the device said it did not fill it: the bytes are jax's garbage
         for key, kv in fout.items():
             if kv[0] == "ptr" and kv[1] and key in outputs:
                 handed_out[(kv[1], _pointee(kv[2]))] = f"{fn}.{key}"

@@ -1,10 +1,15 @@
 """The measured map of what PJRT requires, level by level.
 
 For each level (a jax snippet that must succeed):
-  calls        the entry points jax calls, in call order (the plugin's call trace);
+  calls        the entry points jax calls, in call order (the plugin's call trace), each with
+               the fields jax set and the fields the device filled (decoded by :mod:`.calls`);
+  called       every entry point in the trace must be a real function (jaxlib calls a slot
+               without checking it for NULL); the ones not needed may answer UNIMPLEMENTED;
   needed       the implemented entry points the level cannot do without: each called one is
-               knocked out in turn (DUMPREF_PJRT_DISABLE), and it is needed when the level then
-               fails; the failure (exception message or abort) is kept as its "why";
+               "knocked out" in turn (DUMPREF_PJRT_DISABLE makes it answer UNIMPLEMENTED at
+               once), and it is needed when the level then fails; the failure (exception
+               message or abort) is kept as its "why".  A knock-out after which the level's
+               checks all passed but the process then died at exit is kept apart (at_exit);
   first need   the needed entry points in the order the trace first calls them;
   sufficiency  one more run with every implemented entry point *outside* the needed set knocked
                out at once: the level must still pass.
@@ -15,6 +20,7 @@ void or are the error channel itself); when jax calls them the map says whose er
 """
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -91,11 +97,44 @@ def level_passed(run) -> bool:
     return run.ok and OK_MARK in run.stdout
 
 
+def level_checks_passed(run) -> bool:
+    """The snippet printed its mark: every check of the level passed, whatever came at exit."""
+    return OK_MARK in run.stdout
+
+
+def _show(value) -> str:
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(", ", ": "))
+    return str(value)
+
+
+def _distinct(field_dicts: list[dict]) -> str:
+    """"field = a / b" per field, distinct values in order of appearance; '*' marks what the
+    device noted about memory behind a pointer (dims, byte strides, layouts)."""
+    values: dict[str, list[str]] = {}
+    for d in field_dicts:
+        for k, v in d.items():
+            shown = values.setdefault(k, [])
+            text = _show(v)
+            if text not in shown:
+                shown.append(text)
+    parts = []
+    for k, vs in values.items():
+        more = f" / ... ({len(vs)} values)" if len(vs) > 4 else ""
+        parts.append(f"{k} = {' / '.join(vs[:4])}{more}")
+    return "; ".join(parts)
+
+
 @dataclass
 class Need:
     entry_point: str
     first_call: int   # index in the level's trace
     why: str          # how the level broke without it
+    at_exit: bool = False  # the level's checks passed; the process died afterwards, at exit
+
+    @property
+    def when(self) -> str:
+        return "at exit, after the level passed" if self.at_exit else "during the level"
 
 
 @dataclass
@@ -108,10 +147,52 @@ class LevelMap:
     unimplemented_called: list[str]  # stubs jax called (their UNIMPLEMENTED was tolerated)
     sufficient: bool                 # passed with everything outside `needed` knocked out
     sufficiency_why: str = ""
+    records: list = field(default_factory=list)  # calls.Call per call, in call order
 
     @property
     def needed_names(self) -> list[str]:
         return [n.entry_point for n in self.needed]
+
+    @property
+    def called(self) -> list[str]:
+        """Every entry point jax called, in order of first call: each must be a function."""
+        return first_occurrences(self.calls)
+
+    def tier(self, name: str) -> str:
+        need = next((n for n in self.needed if n.entry_point == name), None)
+        if need is not None:
+            return "needed (at exit)" if need.at_exit else "needed"
+        if name in ERROR_CHANNEL:
+            return "needed (error channel)"
+        if name in self.unimplemented_called:
+            return "called, may answer UNIMPLEMENTED (a stub in the full plugin)"
+        return "called, may answer UNIMPLEMENTED (knocked out, level passed)"
+
+    def tier_table(self, earlier: set[str] = frozenset()) -> list[dict]:
+        """The entry points jax called, first call first, each with its tier."""
+        return [{"entry point": n, "calls": self.calls.count(n), "tier": self.tier(n),
+                 "also at a lower level": "yes" if n in earlier else ""}
+                for n in self.called]
+
+    def fill_table(self, only: set[str] | None = None) -> list[dict]:
+        """Per entry point (first call first): the struct_size jax passed against the header's,
+        the fields jax set and the fields the device filled, every distinct value in the run."""
+        rows = []
+        for name in self.called:
+            if only is not None and name not in only:
+                continue
+            calls = [c for c in self.records if c.fn == name]
+            sizes = sorted({c.struct_size for c in calls if c.struct_size is not None})
+            inputs = _distinct([{**c.inputs, **{f"*{k}": v for k, v in c.notes.items()}}
+                                for c in calls])
+            outputs = _distinct([c.outputs for c in calls if not c.error])
+            answers = sorted({c.error or "OK" for c in calls})
+            rows.append({"entry point": name, "calls": len(calls),
+                         "struct_size (jax / header)": f"{'/'.join(map(str, sizes))} / {calls[0].header_size}" if calls else "",
+                         "jax set": inputs or "(nothing but the header)",
+                         "device filled": outputs or "(nothing)",
+                         "answered": ", ".join(answers)})
+        return rows
 
 
 @dataclass
@@ -119,6 +200,8 @@ class PjrtMap:
     levels: list[LevelMap]
     implemented: list[str]
     runs: int = 0
+    jax_view: dict = field(default_factory=dict)      # what jax shows of the device (JAX_VIEW)
+    jax_view_calls: list = field(default_factory=list)  # the trace of that run, decoded
 
     def level(self, number: int) -> LevelMap:
         return next(m for m in self.levels if m.level.number == number)
@@ -134,6 +217,7 @@ class PjrtMap:
                 rows.append({"level": m.level.number, "order": len(rows) + 1,
                              "entry point": need.entry_point,
                              "struct": need.entry_point[len("PJRT_"):].split("_")[0],
+                             "when it broke": need.when,
                              "why (what broke without it)": need.why})
         return rows
 
@@ -173,7 +257,8 @@ def measure_level(plugin, level: Level, implemented: list[str], *, workers: int 
         if level_passed(run):
             not_needed[name] = "level passed without it"
         else:
-            needed.append(Need(name, calls.index(name), run.why))
+            needed.append(Need(name, calls.index(name), run.why,
+                               at_exit=level_checks_passed(run)))
     needed.sort(key=lambda n: n.first_call)
     # Sufficiency: everything implemented but not needed goes at once (the error channel stays:
     # it cannot be knocked out).
@@ -184,8 +269,114 @@ def measure_level(plugin, level: Level, implemented: list[str], *, workers: int 
     m = LevelMap(level=level, calls=calls, needed=needed, not_needed=not_needed,
                  error_reads=_error_reads(calls),
                  unimplemented_called=stubs_called, sufficient=level_passed(alone),
-                 sufficiency_why="" if level_passed(alone) else alone.why)
+                 sufficiency_why="" if level_passed(alone) else alone.why,
+                 records=base.calls(plugin.path))
     return m, 2 + len(candidates)
+
+
+#: What jax shows of the values the device filled: (entry point, output field, where jax shows
+#: it, the expression on device d).  The pairing is the question; both values are measured.
+JAX_VIEW = (
+    ("PJRT_Client_PlatformName", "platform_name", "d.platform"),
+    ("PJRT_Client_PlatformVersion", "platform_version", "d.client.platform_version"),
+    ("PJRT_DeviceDescription_Kind", "device_kind", "d.device_kind"),
+    ("PJRT_DeviceDescription_Id", "id", "d.id"),
+    ("PJRT_DeviceDescription_ProcessIndex", "process_index", "d.process_index"),
+    ("PJRT_Device_LocalHardwareId", "local_hardware_id", "d.local_hardware_id"),
+    ("PJRT_DeviceDescription_DebugString", "debug_string", "str(d)"),
+    ("PJRT_DeviceDescription_ToString", "to_string", "repr(d)"),
+    ("PJRT_Memory_Kind", "kind", "d.default_memory().kind"),
+    ("PJRT_Client_Devices", "num_devices", "len(jax.devices('dumpref'))"),
+)
+
+JAX_VIEW_CODE = ("import json\nd = jax.devices('dumpref')[0]\n"
+                 "print(json.dumps({" + ", ".join(f"{e!r}: {e}" for _, _, e in JAX_VIEW)
+                 + "}))\n")
+
+
+def measure_jax_view(plugin) -> tuple[dict, list]:
+    run = plugin.run_jax(JAX_VIEW_CODE)
+    if not run.ok:
+        raise AssertionError(f"jax's view of the device could not be read: {run.why}")
+    return json.loads(run.stdout.strip().splitlines()[-1]), run.calls(plugin.path)
+
+
+def jax_view_table(view: dict, calls: list) -> list[dict]:
+    """Each output the device filled beside what jax shows for it."""
+    rows = []
+    for fn, fieldname, expr in JAX_VIEW:
+        filled = next((c.outputs.get(fieldname) for c in calls
+                       if c.fn == fn and fieldname in c.outputs), None)
+        device_value = filled[1:-1] if isinstance(filled, str) and filled[:1] == "'" else filled
+        shown = view.get(expr)
+        if shown == device_value:
+            relation = "the same"
+        elif isinstance(shown, str) and isinstance(device_value, str) and shown.endswith(device_value):
+            relation = f"jax puts {shown[:-len(device_value)]!r} in front"
+        else:
+            relation = "differs"
+        rows.append({"entry point": fn, "field": fieldname, "device filled": _show(device_value),
+                     "jax shows it as": expr, "jax's value": _show(shown), "relation": relation})
+    return rows
+
+
+def _all_calls(pmap: "PjrtMap", fn: str) -> list:
+    return [c for lm in pmap.levels for c in lm.records if c.fn == fn]
+
+
+def sent_facts(pmap: "PjrtMap", transposed_strides: list[int]) -> list[dict]:
+    """What jax sent and accepted, read off the decoded traces of every level: each row says
+    what was looked at, what the runs showed, and whether the rule holds in them."""
+    rows = []
+
+    def fact(what, measured, holds):
+        rows.append({"what jax does": what, "measured in the traces": measured,
+                     "holds": "yes" if holds else "NO"})
+
+    every = [c for lm in pmap.levels for c in lm.records]
+    off = sorted({f"{c.fn} ({c.struct_size} vs {c.header_size})" for c in every
+                  if c.struct_size is not None and c.struct_size != c.header_size})
+    fact("passes struct_size = the header's <Args>_STRUCT_SIZE (end of the last field, not sizeof)",
+         f"{len(every)} calls, {len(off)} with another size" + (": " + ", ".join(off) if off else ""),
+         not off)
+    asked = sorted({c.inputs.get("id") for c in _all_calls(pmap, "PJRT_Client_LookupDevice")})
+    returned = sorted({c.outputs.get("id") for c in _all_calls(pmap, "PJRT_DeviceDescription_Id")})
+    fact("asks PJRT_Client_LookupDevice for the id PJRT_DeviceDescription_Id returned",
+         f"ids asked {asked}, ids returned {returned}", bool(asked) and set(asked) <= set(returned))
+    attrs = sorted({c.outputs.get("num_attributes") for c in _all_calls(pmap, "PJRT_DeviceDescription_Attributes")})
+    fact("accepts a device with zero attributes (PJRT_DeviceDescription_Attributes)",
+         f"num_attributes filled: {attrs}; every level passed", attrs == [0])
+    puts = _all_calls(pmap, "PJRT_Client_BufferFromHostBuffer")
+    fact("names the destination of a host-to-device copy by memory, not device",
+         f"{len(puts)} calls: device = {sorted({c.inputs.get('device') for c in puts})}, memory from "
+         f"{sorted({str(c.inputs.get('memory')).split('.')[0] for c in puts})}",
+         bool(puts) and all(c.inputs.get("device") == "NULL" and c.inputs.get("memory") != "NULL" for c in puts))
+    fact("passes device_layout = NULL (no layout asked of the device)",
+         f"device_layout = {sorted({c.inputs.get('device_layout') for c in puts})}",
+         bool(puts) and all(c.inputs.get("device_layout") == "NULL" for c in puts))
+    first = pmap.level(2).records
+    first_put = next(c for c in first if c.fn == "PJRT_Client_BufferFromHostBuffer")
+    fact("hands a transposed numpy view over as byte strides (numpy's own), not as a copy",
+         f"level 2's f32[4,3] view: byte_strides {first_put.notes.get('byte_strides')}, "
+         f"numpy's strides {transposed_strides}",
+         first_put.notes.get("byte_strides") == transposed_strides)
+    gets = _all_calls(pmap, "PJRT_Buffer_ToHostBuffer")
+    layouts = {json.dumps(c.notes.get("host_layout")) for c in gets}
+    row_major = all(c.notes.get("host_layout.minor_to_major")
+                    == list(range(len(c.notes.get("host_layout.minor_to_major", [])) - 1, -1, -1))
+                    for c in gets)
+    fact("passes ToHostBuffer a host_layout: tiled, no tiles, minor_to_major = rank-1 .. 0 "
+         "(dense row-major)", f"{len(gets)} calls: {', '.join(sorted(layouts))}; row-major: {row_major}",
+         bool(gets) and row_major and all(c.inputs.get("host_layout") != "NULL"
+                                          and (c.notes.get("host_layout") or {}).get("num_tiles") == 0
+                                          for c in gets))
+    sizing = [c for c in gets if c.inputs.get("dst") == "NULL"]
+    fact("never asked for the size with dst = NULL in these levels (the header allows it)",
+         f"{len(sizing)} of {len(gets)} calls had dst = NULL", not sizing)
+    events = sorted({c.fn for c in every if c.fn.startswith("PJRT_Event_")})
+    fact("calls only PJRT_Event_OnReady and PJRT_Event_Destroy on events", ", ".join(events),
+         events == ["PJRT_Event_Destroy", "PJRT_Event_OnReady"])
+    return rows
 
 
 _CACHE: dict[str, PjrtMap] = {}
@@ -201,5 +392,7 @@ def measure_map(plugin, levels=LEVELS, *, workers: int = 2) -> PjrtMap:
             m, n = measure_level(plugin, level, implemented, workers=workers)
             maps.append(m)
             runs += n
-        _CACHE[key] = PjrtMap(levels=maps, implemented=implemented, runs=runs)
+        view, view_calls = measure_jax_view(plugin)
+        _CACHE[key] = PjrtMap(levels=maps, implemented=implemented, runs=runs + 1,
+                              jax_view=view, jax_view_calls=view_calls)
     return _CACHE[key]

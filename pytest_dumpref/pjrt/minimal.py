@@ -1,0 +1,133 @@
+"""The minimal plugin (``plugin_c/minimal/minimal.c``): its size, its levels, and one-line edits.
+
+Study 3's appendix prints the file whole.  Here it is measured, not described:
+
+- :func:`size` counts its lines and the slots it fills, from the source (the ``SLOT(...)`` rows
+  of its table) and from the built library (slots whose function is not the one shared
+  ``unimplemented``), against the full plugin;
+- :func:`run_levels` runs level snippets against it, registered the way a reader without this
+  package would: ``PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:LIB``;
+- :data:`EDITS` are the experiments the map's rules rest on, each a one-line change of the file
+  (a NULL slot jax calls, a NULL slot it never calls, a host transfer without its event): the
+  edited copy is built and the level run, so each rule is a measurement.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from .build import MINIMAL_SOURCE, build_plugin, plugin_source_dir
+from .pjrt_map import LEVELS, level_checks_passed, level_passed
+
+
+def source_path() -> Path:
+    return plugin_source_dir() / MINIMAL_SOURCE
+
+
+def plain_registration(library: Path) -> dict:
+    """The environment of a reader's run: jax's own variable, this package's entry point off."""
+    return {"DUMPREF_PJRT": "0", "PJRT_NAMES_AND_LIBRARY_PATHS": f"dumpref:{library}"}
+
+
+@dataclass
+class Size:
+    lines: int                 # lines of minimal.c
+    filled_in_source: list[str]  # the SLOT(...) rows of its table
+    filled_in_library: int     # slots of the built table that are not the shared stub
+    slots: int                 # slots of the PJRT_Api table
+    full_lines: int            # lines of the full plugin's C files (plugin_c/*.c, *.h)
+    full_lines_levels_1_2: int  # ... without the program reader and executables (level 3)
+    full_implemented: int      # entry points the full plugin implements (measured by the map)
+
+
+#: The full plugin's files that serve level 3 only: the program reader and the executables.
+LEVEL3_FILES = ("executable.c", "prog")
+
+
+def size(minimal_library: Path, full_implemented: int) -> Size:
+    from .abi import PjrtApi
+    text = source_path().read_text()
+    table = text[text.index("static PJRT_Api api = {"):]
+    filled = re.findall(r"SLOT\((\w+)\)", table[:table.index("};")])
+    api = PjrtApi(minimal_library)
+    addresses = Counter(int(api.ffi.cast("uintptr_t", api.slot(n))) for n in api.slot_names)
+    shared, _ = addresses.most_common(1)[0]  # the one `unimplemented` every other slot holds
+    full = [p for p in sorted(plugin_source_dir().iterdir()) if p.suffix in (".c", ".h")]
+    count = lambda ps: sum(len(p.read_text().splitlines()) for p in ps)  # noqa: E731
+    return Size(lines=len(text.splitlines()), filled_in_source=["PJRT_" + f for f in filled],
+                filled_in_library=sum(k for a, k in addresses.items() if a != shared),
+                slots=len(api.slot_names), full_lines=count(full),
+                full_lines_levels_1_2=count(p for p in full if not p.name.startswith(LEVEL3_FILES)),
+                full_implemented=full_implemented)
+
+
+def run_levels(library: Path, numbers=(1, 2, 3)) -> dict:
+    """Level number -> the JaxRun of its snippet against `library`, registered plainly."""
+    from .trace import run_jax
+    return {lv.number: run_jax(library, lv.code, trace=False, env=plain_registration(library))
+            for lv in LEVELS if lv.number in numbers}
+
+
+@dataclass(frozen=True)
+class Edit:
+    name: str
+    rule: str      # what the edit tests
+    find: str      # the line of minimal.c as it stands
+    replace: str   # the line as edited
+    level: int     # the level snippet run against the edited copy
+
+
+EDITS = (
+    Edit("NULL slot jax calls",
+         "a slot jax calls must hold a function: left NULL, jaxlib calls it anyway",
+         "    if (*slot == NULL) *slot = (any_fn)unimplemented;",
+         "    if (*slot == NULL && slot != (any_fn*)&api.PJRT_Client_TopologyDescription) *slot = (any_fn)unimplemented;",
+         1),
+    Edit("NULL slot jax never calls",
+         "a slot outside the called set may stay NULL",
+         "    if (*slot == NULL) *slot = (any_fn)unimplemented;",
+         "    if (*slot == NULL && slot != (any_fn*)&api.PJRT_Client_DmaMap) *slot = (any_fn)unimplemented;",
+         2),
+    Edit("BufferFromHostBuffer without its event",
+         "the host-to-device transfer must hand back done_with_host_buffer",
+         "  a->done_with_host_buffer = &ready; /* jax waits on it (OnReady) before freeing its copy */",
+         "  a->done_with_host_buffer = NULL;",
+         2),
+    Edit("ToHostBuffer without its event",
+         "the device-to-host transfer must hand back its event",
+         "  a->event = &ready;",
+         "  a->event = NULL;",
+         2),
+    Edit("memory kind 'any name at all'",
+         "the memory kind is a free string",
+         '''static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "hbm"); return OK; }''',
+         '''static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "any name at all"); return OK; }''',
+         2),
+)
+
+
+@dataclass
+class EditResult:
+    edit: Edit
+    passed: bool       # level passed, clean exit
+    checks_passed: bool  # the level's checks passed (maybe a failure at exit after)
+    returncode: int
+    why: str
+
+
+def run_edit(edit: Edit, out_dir: Path) -> EditResult:
+    from .trace import run_jax
+    text = source_path().read_text()
+    if text.count(edit.find) != 1:
+        raise AssertionError(f"{source_path()}: the line to edit for {edit.name!r} is not there "
+                             f"exactly once: {edit.find!r}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    edited = out_dir / "minimal.c"
+    edited.write_text(text.replace(edit.find, edit.replace))
+    built = build_plugin(out_dir, minimal=True, source=edited)
+    level = next(lv for lv in LEVELS if lv.number == edit.level)
+    run = run_jax(built.path, level.code, trace=False, env=plain_registration(built.path))
+    return EditResult(edit, level_passed(run), level_checks_passed(run), run.returncode, run.why)
