@@ -308,6 +308,9 @@ class DumprefSession:
             written = {i["name"]: i for i in w.get("evidence", []) if i["kind"] == "number"}
             lines.append(f"dumpref: {nodeid} ({rec['outcome']})")
             for item in rec["evidence"]:
+                if item["kind"] == "figure" and item.get("path"):
+                    # a check writes no figure beside the write-up: the run's own lies here
+                    lines.append(f"  figure {item['title']!r}: drawn afresh at {item['path']}")
                 if item["kind"] != "number":
                     continue
                 was = written.get(item["name"], {}).get("value", "(not in the write-up)")

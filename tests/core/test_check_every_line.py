@@ -138,6 +138,17 @@ def test_the_environment_table_is_checked(rendered):
     assert f"line {line} (environment): differs" in out
 
 
+def test_a_changed_section_title_or_intro_fails_the_check(rendered):
+    rendered.makepyprojecttoml(PYPROJECT + '[tool.dumpref.section_intros]\nstudy = "A new intro."\n')
+    out = _check(rendered).stdout.str()
+    assert "the file lacks a line this run produced here: 'A new intro.'" in out
+    rendered.makepyprojecttoml(PYPROJECT + '[tool.dumpref.section_titles]\nstudy = "Renamed"\n')
+    out = _check(rendered).stdout.str()
+    line = next(i for i, ln in enumerate((rendered.path / "writeup.md").read_text().splitlines(), 1)
+                if ln == "## study")
+    assert f"line {line} (section 'study'): differs: the file says '## study'; this run produced '## Renamed'" in out
+
+
 def test_a_measured_value_moves_within_its_tolerance_in_tables_too(rendered, monkeypatch):
     monkeypatch.setenv("MEASURED", "2.4")  # +20%: inside the number's ±25% and the column's ±30%
     res = _check(rendered)

@@ -90,6 +90,14 @@ def test_a_narrowed_run_updates_its_claims_in_place(project, monkeypatch, narrow
     assert text.replace("w.assets", "full.assets").replace("w.md", "full.md") == full
 
 
+def test_a_check_draws_figures_afresh_without_touching_the_committed_ones(project):
+    before = snapshot(project)
+    res = project.runpytest("--dumpref-check=docs/w.md", "-v")
+    assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(["  figure 'plot of a': drawn afresh at *plot.png"])
+    assert snapshot(project) == before
+
+
 def test_a_file_run_keeps_the_other_files_claims_and_drops_its_own_removed_ones(project):
     project.makepyfile(test_one=claim("a"))  # b removed from test_one.py
     project.runpytest("test_one.py", "--dumpref-report=docs/w.md").assert_outcomes(passed=1)
