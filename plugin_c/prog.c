@@ -13,6 +13,15 @@ static uint64_t fnv1a(const uint8_t* p, size_t n) {
   return h;
 }
 
+/* MLIR text: printable, and it names a function. */
+static bool looks_like_text(const uint8_t* p, size_t n) {
+  for (size_t k = 0; k < n; k++)
+    if (p[k] == 0 || (p[k] < 32 && p[k] != '\n' && p[k] != '\t' && p[k] != '\r')) return false;
+  for (size_t k = 0; k + 9 <= n; k++)
+    if (memcmp(p + k, "func.func", 9) == 0) return true;
+  return false;
+}
+
 prog_program* prog_parse(const void* bytes, size_t size, prog_status* status) {
   prog_status ignored;
   if (status == NULL) status = &ignored;
@@ -31,8 +40,12 @@ prog_program* prog_parse(const void* bytes, size_t size, prog_status* status) {
     return NULL;
   }
   program = prog_alloc(&ctx, 1, sizeof(prog_program));
-  bc_module* m = bc_read(&ctx, bytes, size);
-  vh_lower(&ctx, m, program);
+  if (size >= 4 && memcmp(bytes, "ML\xefR", 4) != 0 && looks_like_text(bytes, size)) {
+    prog_text_parse(&ctx, bytes, size, program);
+  } else {
+    bc_module* m = bc_read(&ctx, bytes, size);
+    vh_lower(&ctx, m, program);
+  }
   program->fingerprint = fnv1a(bytes, size);
   program->arena = ctx.chunks;
   return program;

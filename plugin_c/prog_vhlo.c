@@ -391,6 +391,15 @@ static const op_row binary_ops[] = {
     {"xor_v1", OP_XOR}, {"atan2_v1", OP_ATAN2}, {"shift_left_v1", OP_SHL},
     {"shift_right_arithmetic_v1", OP_SHRA}, {"shift_right_logical_v1", OP_SHRL}, {NULL, 0}};
 
+static int lookup(const op_row* rows, const char* name);
+
+int vh_elementwise(const char* name, int* arity) {
+  int k;
+  if ((k = lookup(unary_ops, name)) >= 0) { *arity = 1; return k; }
+  if ((k = lookup(binary_ops, name)) >= 0) { *arity = 2; return k; }
+  return -1;
+}
+
 static int lookup(const op_row* rows, const char* name) {
   for (int k = 0; rows[k].name != NULL; k++)
     if (strcmp(rows[k].name, name) == 0) return (int)rows[k].op;
@@ -765,6 +774,10 @@ static void lower_body(vh* v, const bc_block* b, prog_func* f, bool* defined) {
     int id = f->results[k];
     check(v, id >= 0 && id < f->num_values && defined[id], "returns an undefined value");
   }
+  vh_finish_func(v, f);
+}
+
+void vh_finish_func(vh* v, prog_func* f) {
   fold_scalar_broadcasts(v, f);
   /* last use of each value, so the interpreter can free intermediates early; what a region
    * reads counts as read by the op that owns the region */

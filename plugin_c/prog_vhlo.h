@@ -59,6 +59,11 @@ void vh_lower_region(lowering* L, prog_insn* in, const bc_region* r, prog_func* 
 /* The RED_* kind of a region that is one binary op of its two arguments, else RED_GENERIC. */
 int vh_region_kind(vh* v, const prog_func* sub);
 
+/* Folds scalar broadcasts and computes last uses, once a function's instructions are built. */
+void vh_finish_func(vh* v, prog_func* f);
+/* The opcode of an elementwise VHLO op ("add_v1") and its operand count, or -1. */
+int vh_elementwise(const char* name, int* arity);
+
 /* The ops of prog_vhlo_ops.c: returns false when `name` is none of them. */
 bool vh_lower_more(lowering* L, prog_insn* in, const char* name);
 
