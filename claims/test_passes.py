@@ -27,7 +27,6 @@ is ``passes.XLA_COST_LISTING``, which the first claim runs on the plain-jax reci
 from __future__ import annotations
 
 import inspect
-import math
 import os
 import re
 import subprocess

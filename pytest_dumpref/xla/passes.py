@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .dump import Dump, DumpError, LazyHloFile, Snapshot
+from .dump import Dump, DumpError, LazyHloFile
 from .traffic import FREE_OPCODES
 
 # Instructions that move no data of their own: XLA's traffic accounting and ours skip them.
