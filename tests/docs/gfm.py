@@ -61,6 +61,7 @@ class Page:
     tables: list = field(default_factory=list)        # (first line, last line)
     details: list = field(default_factory=list)       # problems with <details>/<summary>
     raw_markdown: list = field(default_factory=list)  # (line of block or None, text) left unrendered
+    stray_emphasis: list = field(default_factory=list)  # (line, text): * or _ read as emphasis
 
     @property
     def ids(self) -> set:
@@ -94,7 +95,10 @@ class _Reader(HTMLParser):
         self._pre_text: list = []
         self._pre_line = 0
         self._last_heading = ""
-        self._details: list = []     # stack of [line, saw_summary, children_before_summary]
+        self._details: list = []     # stack of [line, saw_summary]
+        self._last_char = ""         # the last character of text seen (outside code)
+        self._emph = None            # [tag, text, line, char before] while inside <em>/<strong>
+        self._after_emph = None      # (tag, text, line) of an emphasis just closed
 
     # -- element structure -------------------------------------------------------------
     def handle_starttag(self, tag, attrs):
@@ -122,6 +126,8 @@ class _Reader(HTMLParser):
             self._pre_lang, self._pre_text, self._pre_line = a.get("lang", ""), [], line
         elif tag == "code":
             self._code += 1
+        elif tag in ("em", "strong") and not self._pre:
+            self._emph = [tag, "", line, self._last_char]
         elif tag == "table" and "data-sourcepos" in a:
             (start, _), (end, _) = (p.split(":") for p in a["data-sourcepos"].split("-"))
             self.page.tables.append((int(start), int(end)))
@@ -163,6 +169,16 @@ class _Reader(HTMLParser):
                                           self._pre_line or 0, self._last_heading))
         elif tag == "code" and self._code:
             self._code -= 1
+        elif tag in ("em", "strong") and self._emph:
+            kind, text, line, before = self._emph
+            self._emph = None
+            # Emphasis a writer meant stands between spaces or punctuation and holds words; one
+            # opened inside a number (2*4*128) or a file pattern (*.txt ... (*.) is an asterisk
+            # GitHub ate.
+            if before.isalnum() or text[:1] in ".,;:)" or text[-1:] in "([":
+                self.page.stray_emphasis.append((line, text))
+            else:
+                self._after_emph = (kind, text, line)
         elif tag == "details":
             if not self._details:
                 self.page.details.append(f"line {end_line}: </details> without <details>")
@@ -181,6 +197,14 @@ class _Reader(HTMLParser):
             return
         if self._code:
             return
+        if self._emph is not None:
+            self._emph[1] += data
+        if self._after_emph and data:
+            if data[0].isalnum():
+                self.page.stray_emphasis.append(self._after_emph[::2])
+            self._after_emph = None
+        if data:
+            self._last_char = data[-1]
         for text in data.splitlines():
             if _UNRENDERED.match(text):
                 line = self._raw_line(text.strip()) or self._line
@@ -242,6 +266,12 @@ def table_problems(source: str, page: Page, name: str) -> list[str]:
     return out
 
 
+def emphasis_problems(page: Page, name: str) -> list[str]:
+    return [f"{name}:{line}: '*' or '_' read as emphasis around {text[:60]!r} "
+            f"(escape it as \\* or put the text in a code span)"
+            for line, text in page.stray_emphasis]
+
+
 def anchor_problems(page: Page, name: str) -> list[str]:
     ids = page.ids
     return [f"{name}:{line}: link {href} goes to no heading or anchor of the page"
@@ -265,11 +295,19 @@ def details_problems(page: Page, name: str) -> list[str]:
     return [f"{name}: {p}" for p in page.details]
 
 
-def all_problems(path: Path) -> list[str]:
+def problems(path: Path) -> dict[str, list[str]]:
+    """Each check's problems with the page at ``path``, by check."""
     source, _, page = read_page(path)
     name = path.name
-    return (table_problems(source, page, name) + anchor_problems(page, name)
-            + path_problems(page, path.parent, name) + details_problems(page, name))
+    return {"tables": table_problems(source, page, name),
+            "emphasis": emphasis_problems(page, name),
+            "anchors": anchor_problems(page, name),
+            "paths": path_problems(page, path.parent, name),
+            "details": details_problems(page, name)}
+
+
+def all_problems(path: Path) -> list[str]:
+    return [p for found in problems(path).values() for p in found]
 
 
 # ---- a page to look at ------------------------------------------------------------------------

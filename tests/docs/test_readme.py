@@ -148,10 +148,13 @@ def test_the_claim_example_is_a_claim_that_renders_and_checks(pytester):
     res = pytester.runpytest("claims/", "--dumpref-report=writeup.md", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1)
     md = (pytester.path / "writeup.md").read_text()
-    assert "Without XLA's fusion passes, softmax over f32[1024,1024] moves more than twice the bytes" in md
+    sentence = re.search(r'@pytest.mark.claim\("([^"]+)"\)', code).group(1)
+    assert sentence in md
     assert "1 claims established" in md or "1 claim established" in md
-    assert re.search(r"bytes read and written, unfused \| 50,364,428 B", md), \
-        "the unfused byte count is not in the write-up"
+    # the byte counts differ between jaxlib versions (0.9 splits the row reductions); that
+    # they are in the write-up, whole, is what the example promises
+    for row in ("bytes read and written, fused", "bytes read and written, unfused"):
+        assert re.search(rf"\| {row} \| \d{{1,3}}(,\d{{3}})+ B", md), f"{row} is not in the write-up"
     check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", "-p", "no:cacheprovider")
     check.assert_outcomes(passed=1)
 

@@ -12,19 +12,36 @@ from pathlib import Path
 
 import pytest
 
-from gfm import all_problems, read_page, slug
+from gfm import all_problems, problems, read_page, slug
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", ["writeup.md", "README.md"])
-def test_page_renders_cleanly_on_github(name):
+CHECKS = ["tables", "emphasis", "anchors", "paths", "details"]
+# Known defects of the committed writeup.md, each to be fixed where the text is made (strict: the
+# test fails once the defect is gone, so the entry is removed with the fix).
+KNOWN = {
+    ("writeup.md", "emphasis"): "notes and table cells are written into the Markdown unescaped: "
+    "'2*4*128*256*256' renders as 2<em>4</em>128... and '*.before_optimizations.txt ... (*.' as "
+    "italics (writeup.py or the claims' text must escape * or use code spans)",
+}
+
+
+def _case(name, check):
+    reason = KNOWN.get((name, check))
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(name, check, marks=marks, id=f"{name}-{check}")
+
+
+@pytest.mark.parametrize("name,check", [_case(n, c) for n in ("writeup.md", "README.md")
+                                        for c in CHECKS])
+def test_page_renders_cleanly_on_github(name, check):
     path = REPO / name
     _, _, page = read_page(path)
     # a page the parser read as (nearly) nothing would pass every check below
     assert page.headings and page.tables, f"{name}: no headings or tables rendered"
-    problems = all_problems(path)
-    assert not problems, "\n".join(problems)
+    found = problems(path)[check]
+    assert not found, "\n".join(found)
 
 
 def test_the_writeup_links_reach_its_claims_and_figures():
@@ -76,6 +93,15 @@ def test_unbalanced_details_are_named(tmp_path):
                                          "page.md: line 8: <details> never closed"]
     assert _problems(tmp_path, "text\n\n</details>\n") == [
         "page.md: line 3: </details> without <details>"]
+
+
+def test_an_asterisk_eaten_as_emphasis_is_named(tmp_path):
+    text = ("flops = 2*4*128 and files (*.txt, *.html); *meant* and **meant**, a_b_c\n\n"
+            "the dump's *.before.txt; then (*.after.txt)\n")
+    assert _problems(tmp_path, text) == [
+        "page.md:1: '*' or '_' read as emphasis around '4' (escape it as \\* or put the text in a code span)",
+        "page.md:3: '*' or '_' read as emphasis around '.before.txt; then (' (escape it as \\* or put "
+        "the text in a code span)"]
 
 
 def test_markdown_swallowed_by_a_details_block_is_named(tmp_path):
