@@ -14,13 +14,18 @@ Run: ``pytest benchmarks/bench_pjrt_exec.py --benchmark-only``.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-import pytest
+# The device is opt-in (pytest_dumpref/pjrt/jax_plugin.py); ask for it before jax first looks
+# for backends, which happens after collection.
+os.environ.setdefault("DUMPREF_PJRT", "1")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 
 @pytest.fixture(scope="module")
