@@ -131,6 +131,33 @@ def _binary(n: float) -> str:
     return f"{n:.2f} PiB"
 
 
+_CODE_SPAN = re.compile(r"(`+).+?\1", re.S)
+
+
+def _outside_code(text: str, fix) -> str:
+    """Apply ``fix`` to the parts of ``text`` that are not `code spans`."""
+    out, pos = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out += [fix(text[pos:m.start()]), m.group(0)]
+        pos = m.end()
+    return "".join(out + [fix(text[pos:])])
+
+
+def _literal(part: str, keep_strong: bool) -> str:
+    """Characters GitHub would read as emphasis or as an HTML tag, shown as themselves:
+    ``2*4*128`` and ``*.txt`` are not italics, ``<module>`` is not a tag."""
+    star = r"(?<![*\\])\*(?!\*)" if keep_strong else r"(?<!\\)\*"
+    part = re.sub(star, r"\\*", part)
+    part = re.sub(r"(?<![A-Za-z0-9\\])_|_(?![A-Za-z0-9])", r"\\_", part)
+    return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", part)
+
+
+def prose(text: str) -> str:
+    """A claim's sentence, title or note: Markdown of its author (code spans, **strong**), with
+    lone asterisks, edge underscores and tag-like '<' shown literally."""
+    return _outside_code(text, lambda p: _literal(p, keep_strong=True))
+
+
 def _md_cell(v) -> str:
     if v is None:
         return ""
@@ -138,7 +165,8 @@ def _md_cell(v) -> str:
         v = f"{v:.4g}"
     elif isinstance(v, int) and not isinstance(v, bool):
         v = f"{v:,}"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    text = str(v).replace("|", "\\|").replace("\n", " ")
+    return _outside_code(text, lambda p: _literal(p, keep_strong=False))
 
 
 def _tolerance_var(text: str, value, tol: dict | None, what: str):
@@ -341,7 +369,7 @@ def _evidence(out: _Out, rec: dict, report_name: str) -> None:
         kind = item["kind"]
         if kind == "note":
             out.blank()
-            out.text(item["text"])
+            out.text(prose(item["text"]))
         elif kind == "excerpt":
             out.blank()
             lines = _fence(item["text"], item.get("lang"))
@@ -443,9 +471,9 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
         for r in rs:
             out.claim, out.where = r["nodeid"], "claim"
             out.add(f'<a id="{anchor(r["nodeid"])}"></a>')
-            out.add(f"### {r.get('title') or default_title(r['nodeid'])}")
+            out.add(f"### {prose(r.get('title') or default_title(r['nodeid']))}")
             out.blank()
-            out.text(r["text"])
+            out.text(prose(r["text"]))
             own = [x for x in rows[r["nodeid"]] if _row_key(x) not in common]
             if own:
                 out.blank()
@@ -474,7 +502,7 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
 
 
 def _link_text(title: str) -> str:
-    return title.replace("[", "\\[").replace("]", "\\]")
+    return prose(title).replace("[", "\\[").replace("]", "\\]")
 
 
 def _provenance_table(out: _Out, title: str, rows) -> None:
