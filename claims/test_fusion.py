@@ -14,13 +14,16 @@ the library rewriter (``dot-library-rewriter``) has already taken ``max``, ``x -
 The decision studied: the pass fuses ``broadcast.1`` into ``multiply`` but refuses to fuse
 ``divide`` into that fusion, in its own words "Fusion is not profitable."  The claims below
 
-  1.  argue that decision from XLA's CPU fusion policy, restated as a replay that predicts
-      every decision in the pass's log (and 1b: the same replay on the textbook case, exp with
-      two consumers, with the library rewriter off);
+  1.  argue that decision from XLA's CPU fusion policy, restated as a model that replays the
+      pass and predicts every decision in its log (pytest_dumpref/xla/fusion_policy.py; 1b:
+      the same model on the textbook case, exp with two consumers, library rewriter off);
   2.  predict the bytes that undoing the pass's fusions costs, exactly, and verify them;
   3.  predict the time those bytes cost at the bandwidth measured in the same run, pinned and
       single-threaded, and verify it against an A/A control;
-  4.  show why the study runs at f32[1024,1024] and not f32[4096,4096].
+  4.  show why the study runs at f32[1024,1024] and not f32[4096,4096];
+  5.  show that the model is the policy, not a story about one decision: it predicts every
+      decision of sixteen programs of a model and four it was not built on, and the bytes of
+      undoing the pass; 6. those bytes against the time, program by program.
 
 Rules cited (openxla/xla, read at 0725a3a9 for cpu_instruction_fusion.cc; the reason strings
 the compiler logged in this run are the strings these functions return):
@@ -39,9 +42,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pytest_dumpref import examples
 from pytest_dumpref.examples import softmax
 from pytest_dumpref.timing import TimingPlan, cpu_caches, plot_prediction, run_plan
 from pytest_dumpref.xla.dump import Dump, strip_source_info
+from pytest_dumpref.xla import fusion_policy
+from pytest_dumpref.xla.fusion import module_fusion, snapshot_before_fusion
 from pytest_dumpref.xla.passes import show_line
 
 pytestmark = pytest.mark.fusion
@@ -53,80 +59,22 @@ PASSES = ["fusion"]         # on CPU the decision is this pass's.  The library r
                             # fusion wrapper moves no bytes (checked in claim 2).
 PROVENANCE = dict(dtype="f32", shapes={"x": X_SHAPE})
 
-# XLA's CPU fusion policy, restated for the opcodes this study meets, so that the claims can
-# predict the compiler's decisions and then compare with its log.  Restated, not imported.
-# CpuInstructionFusion::IsExpensive (cpu_instruction_fusion.cc): a float divide is expensive
-# (only integer division by a constant is cheap), so are exp, reduce, rsqrt and the like;
-# broadcast, add, subtract, multiply, constants are cheap.
-EXPENSIVE_ON_CPU = {"divide", "exponential", "log", "tanh", "rsqrt", "sqrt", "power", "dot", "reduce"}
-# CanBeLoopFused (cpu_instruction_fusion.cc): elementwise instructions (constants count as
-# elementwise in HLO) plus these.
-ELEMENTWISE = {"add", "subtract", "multiply", "divide", "exponential", "maximum", "minimum", "negate",
-               "rsqrt", "sqrt", "tanh", "log", "compare", "select", "convert", "constant", "abs", "power"}
-LOOP_FUSIBLE_NON_ELEMENTWISE = {"bitcast", "broadcast", "concatenate", "dynamic-slice",
-                                "dynamic-update-slice", "gather", "iota", "pad", "reduce",
-                                "reshape", "reverse", "slice", "transpose"}
 
 
-def _policy_says(log, entry) -> list:
-    """Replay the fusion pass's log against the restated policy: for each decision, in order,
-    the reason the rules give for refusing it (the compiler's wording), or None for "fuse".
-
-    ``entry`` is the entry computation as the pass found it.  The checks run in the order
-    CpuInstructionFusion::ShouldFuse makes them, then InstructionFusion::ShouldFuse's:
-      1. the consumer is a custom (library) fusion               -> ShouldSkip
-      2. the producer is a non-scalar constant
-      3. the producer is not CanBeLoopFused (fusibility)
-      4. the producer is expensive and the consumer reuses its elements (profitability):
-         here, one of its users already inside the consumer is a broadcast
-         (HloInstruction::OperandElementUse of a broadcast is "reuse", and
-         UpdateReusedOperandsForFusion carries it over to the fusion)
-      5. fusing would duplicate it (FusionWouldDuplicate: users outside the consumer) and it is
-         expensive (broadcasts are always duplicable)
-      6. a constant alone with one other instruction ("insufficient non-constant nodes")
-    Only what this program exercises is restated; a decision it mispredicts shows the gap.
-    """
-    users: dict = {}
-    for inst in entry.instructions:
-        for o in inst.operands:
-            users.setdefault(o, []).append(inst.name)
-    holder: dict = {}     # instruction -> the fusion now holding it
-    members: dict = {}    # fusion -> the instructions inside it
-    out = []
-    for d in log:
-        p = entry.instruction(d.producer)
-        inside = members.get(d.consumer, set()) | {d.consumer_origin}
-        consumer = entry.instruction(d.consumer) if d.consumer in entry else None  # None: a new fusion
-        p_users = users.get(p.name, [])
-        if consumer is not None and consumer.fusion_kind == "kCustom":
-            why = "Don't fuse instructions from custom fusions/calls"
-        elif p.opcode == "constant" and p.shape.element_count > 1:
-            why = "Don't fuse non-scalar constants."
-        elif p.opcode not in ELEMENTWISE | LOOP_FUSIBLE_NON_ELEMENTWISE:
-            why = "Producer is not loop-fusible."
-        elif p.opcode in EXPENSIVE_ON_CPU and any(
-                u in inside and entry.instruction(u).opcode == "broadcast" for u in p_users):
-            why = "Fusion is not profitable."
-        elif p.opcode in EXPENSIVE_ON_CPU and len({holder.get(u, u) for u in p_users}) > 1:
-            why = "expensive producer would be duplicated"
-        elif p.opcode == "constant" and consumer is not None and consumer.opcode != "fusion":
-            why = "Not fusing: insufficient non-constant nodes."
-        else:
-            why = None
-        out.append(why)
-        if d.fused:
-            grown = inside | {p.name}
-            members.pop(d.consumer, None)
-            members[d.fusion] = grown
-            holder.update({m: d.fusion for m in grown})
-    return out
+def _decision_rows(mf) -> list:
+    """The decision table of a module_fusion: the compiler's log against the model, with the
+    restated rule that made each prediction."""
+    return [{"producer": r["producer"], "consumer": r["consumer"],
+             "compiler": "fused" if r["compiler"] == "fused" else (r["compiler"] or "-").split(" ; ")[0],
+             "model (fusion_policy)": "fused" if r["predicted"] == "fused" else (r["predicted"] or "-").split(" ; ")[0],
+             "rule (XLA function restated)": r["rule"]} for r in mf.rows]
 
 
-def _decision_rows(log, predicted) -> list:
-    return [{"producer": d.producer, "consumer": d.consumer,
-             "compiler": "fused" if d.fused else d.reason.split(" ; ")[0],
-             "restated rules": "fused" if why is None else why}
-            for d, why in zip(log, predicted)]
+def _assert_every_decision(mf) -> None:
+    for r in mf.rows:
+        assert r["agree"], (f"the model says {r['predicted']} ({r['rule']}) for {r['producer']} -> "
+                            f"{r['consumer']}; the compiler: {r['compiler']}")
+    assert len(mf.rows) == len(mf.log)
 
 
 def _x():
@@ -251,24 +199,26 @@ def _fusion_log(d):
 @pytest.mark.provenance(**PROVENANCE, method="every-pass XLA dump with xla_dump_fusion_visualization; "
                         "the pass's own decision log; rules of cpu_instruction_fusion.cc restated")
 def test_broadcast_fused_reciprocal_refused(dump, evidence):
+    import inspect
+    evidence.excerpt("the program and its input (pytest_dumpref/examples.py and this claim file, as they ran)",
+                     inspect.getsource(softmax) + "\n\n" + inspect.getsource(_x), lang="python")
     d = dump(softmax, _x())
     before, _ = _around_pass(d, "fusion")
     divide, bcast, multiply = _normalisation(before.module)
     evidence.excerpt(f"entry computation before the fusion pass, {AS_DUMPED} "
                      f"({_stable_name(before.path)})", _entry_excerpt(before.module), lang="hlo")
 
-    # The compiler's own words.
-    log = _fusion_log(d)
-    # Every decision of the pass, predicted by the restated rules, then compared with its log.
-    predicted = _policy_says(log, before.module.entry)
+    # The compiler's own words, and every decision of the pass predicted by the restated
+    # policy (pytest_dumpref/xla/fusion_policy.py, replaying the pass on the snapshot it saw).
+    mf = module_fusion(d)
+    log = mf.log
     evidence.table("every decision of the fusion pass, in its order: the compiler's log against "
-                   "the restated rules", _decision_rows(log, predicted))
+                   "the model (refusals end '; multi-output fusion not supported by this pass' in "
+                   "both; shown without it)", _decision_rows(mf))
     evidence.number("decisions of the fusion pass", len(log))
-    evidence.number("decisions the restated rules predict", sum(
-        (why is None) == d.fused and (why is None or d.reason.startswith(why)) for d, why in zip(log, predicted)))
-    for d_, why in zip(log, predicted):
-        assert (why is None) == d_.fused and (why is None or d_.reason.startswith(why)), (
-            f"the restated rules say {why or 'fuse'} for {d_.producer} -> {d_.consumer}; the compiler: {d_}")
+    evidence.number("decisions the restated rules predict", mf.agreed)
+    _assert_every_decision(mf)
+    rule_of = {(r["producer"], r["consumer"]): r["rule"] for r in mf.rows}
     fused_bcast = [x for x in log if x.fused and x.producer == bcast.name and x.consumer_origin == multiply.name]
     assert len(fused_bcast) == 1, f"no 'Fused |{bcast.name}|' into {multiply.name} in the log"
     kernel = fused_bcast[0].fusion
@@ -279,7 +229,7 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     # Fusibility first (CpuInstructionFusion::ShouldFuse checks CanBeLoopFused before any
     # cost): both producers are loop-fusible, so neither refusal can be about fusibility.
     for inst in (divide, bcast):
-        assert inst.opcode in ELEMENTWISE | LOOP_FUSIBLE_NON_ELEMENTWISE, inst.opcode
+        assert inst.opcode in fusion_policy.ELEMENTWISE | fusion_policy.LOOP_FUSIBLE, inst.opcode
     # ... while the YNNPACK kernels are custom fusions and are refused for that reason.
     ynn = [x for x in log if not x.fused and x.producer.startswith("ynn_fusion")]
     assert ynn and all(x.reason.startswith(("Producer is not loop-fusible.",
@@ -287,8 +237,11 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
 
     # Then profitability, rule "expensive producer and consumer reuses operand elements"
     # (CpuInstructionFusion::ShouldFuse, the "Cost condition").
-    assert divide.shape.element_type == "f32" and divide.opcode in EXPENSIVE_ON_CPU
-    assert bcast.opcode not in EXPENSIVE_ON_CPU
+    # (a floating-point divide is expensive: only integer division by a constant is cheap)
+    assert divide.shape.element_type == "f32"
+    assert rule_of[(divide.name, kernel)] == "IsExpensive and ReusesOperandElements"
+    assert bcast.opcode not in fusion_policy.EXPENSIVE and \
+        rule_of[(bcast.name, multiply.name)] == "ShouldFuse: consumer is loop-fusible"
     # The consumer by then is the fusion holding the broadcast: ReusesOperandElements holds
     # because the divide's value reaches a broadcast inside it (OperandElementUse of a
     # broadcast is "reuse": each input element feeds many output elements).
@@ -355,13 +308,11 @@ def test_rules_predict_exp_not_duplicated(dump, evidence):
     entry = before.module.entry
     evidence.excerpt(f"entry computation before the fusion pass, {AS_DUMPED} "
                      f"({_stable_name(before.path)})", _entry_excerpt(before.module), lang="hlo")
-    log = _fusion_log(d)
-    predicted = _policy_says(log, entry)
-    evidence.table("every decision of the fusion pass: the compiler's log against the restated rules",
-                   _decision_rows(log, predicted))
-    for d_, why in zip(log, predicted):
-        assert (why is None) == d_.fused and (why is None or d_.reason.startswith(why)), (
-            f"the restated rules say {why or 'fuse'} for {d_.producer} -> {d_.consumer}; the compiler: {d_}")
+    mf = module_fusion(d)
+    log = mf.log
+    evidence.table("every decision of the fusion pass: the compiler's log against the model",
+                   _decision_rows(mf))
+    _assert_every_decision(mf)
 
     exp = next(i for i in entry.instructions if i.opcode == "exponential")
     consumers = sorted(u.opcode for u in _users(entry, exp.name))
@@ -477,6 +428,35 @@ AA_LIMIT = 0.10
 ABSOLUTE_TIME_TOLERANCE = 1.5
 
 
+def _timing_listing(evidence) -> None:
+    """The timing method as it ran: the source of pytest_dumpref/timing.py's functions the
+    numbers come from, so that a reader can rerun it with plain jax."""
+    import inspect
+
+    from pytest_dumpref import timing
+    evidence.excerpt("the timed subprocess (pytest_dumpref/timing.py, as it ran): pinning, inputs, "
+                     "both variants compiled in one process, the A/A copy compiled afresh, the "
+                     "calibration kernels, the timed call, interleaved rounds",
+                     "\n\n".join(inspect.getsource(f) for f in (timing._pin, timing.fill, timing._stream,
+                                                                  timing._worker)), lang="python")
+    evidence.excerpt("the statistic and the prediction (pytest_dumpref/timing.py, as it ran)",
+                     "\n\n".join(inspect.getsource(f) for f in (
+                         timing.TimingResult.paired_differences, timing.TimingResult.difference,
+                         timing.TimingResult.bandwidth.fget, timing.TimingResult.predicted_seconds,
+                         timing.run_plan)), lang="python")
+    evidence.note(
+        "In words: each variant is compiled in the timing subprocess by jax.jit(fn).lower(*args)"
+        ".compile(compiler_options=...), the unfused one with xla_disable_hlo_passes=fusion; an A/A copy "
+        f"gets the inert option {timing.AA_INERT_OPTION} (nothing is dumped) because jax would otherwise "
+        "return its twin's cached executable, and the worker checks that the executable is distinct and "
+        "its HLO identical. One timed call is perf_counter_ns around jax.block_until_ready(compiled(*args)). "
+        "A round runs every variant's batch of calls in a shuffled order and keeps each batch's fastest "
+        "call; a difference is the median over rounds of the per-round (paired) differences. Bandwidth "
+        "is the stream kernel's XLA bytes accessed minus the dispatch kernel's, over the median paired "
+        "difference of their times; GB is 1e9 bytes. The predicted extra time is the extra bytes over "
+        "that bandwidth.")
+
+
 @pytest.mark.claim(
     "At the memory bandwidth measured in the same run, the bytes the fusion pass saves predict "
     f"how much slower the softmax runs without it, within {TIME_TOLERANCE:.0%}.", section="fusion")
@@ -523,7 +503,9 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                      f"bound: {AA_LIMIT:.0%} of predicted (us)": round(AA_LIMIT * predicted * 1e6, 1)}])
     evidence.number("measured / predicted extra time", ratio, tolerance=TIME_TOLERANCE)
     evidence.table("per-call times, pinned single thread", run.table())
-    evidence.note("Method: " + run.method() + ".")
+    evidence.note("Method: " + run.method() + f". The claim holds when |measured/predicted - 1| <= "
+                  f"{TIME_TOLERANCE:g} and |A/A difference| <= {AA_LIMIT:g} x predicted.")
+    _timing_listing(evidence)
     caches = cpu_caches(run.cpu)
     if caches:
         evidence.table(f"data caches of CPU {run.cpu} (Linux sysfs)", caches)
@@ -628,3 +610,201 @@ def test_benchmark_softmax_fusion(benchmark, variant):
     out = benchmark.pedantic(lambda: compiled(x).block_until_ready(), rounds=50, iterations=5,
                              warmup_rounds=5)
     assert out.shape == X_SHAPE and math.isclose(float(out.sum()), X_SHAPE[0], rel_tol=1e-3)
+
+
+# ---- 5. the policy, across programs -----------------------------------------------------------
+
+# The programs: pieces of models, each at a size where fusion effects are measurable and
+# allocation does not dominate (arrays around f32[1024,1024], 4 MiB).  Arguments are
+# (dtype, shape), filled by pytest_dumpref.timing.fill (standard normal; integers uniform in
+# [0, 1000)) from numpy's default_rng(0), the same in the dumps and in the timed subprocess.
+F32, M = "float32", (1024, 1024)
+SUITE = {
+    "softmax": [(F32, M)],
+    "layernorm": [(F32, M), (F32, (1024,)), (F32, (1024,))],
+    "rmsnorm": [(F32, M), (F32, (1024,))],
+    "residual_layernorm": [(F32, M), (F32, M), (F32, (1024,)), (F32, (1024,)), (F32, (1024,))],
+    "gelu": [(F32, M)],
+    "swiglu": [(F32, (1024, 256)), (F32, (256, 1024)), (F32, (256, 1024))],
+    "mlp": [(F32, (1024, 256)), (F32, (256, 1024)), (F32, (1024,)), (F32, (1024, 256)), (F32, (256,))],
+    "attention_scores": [(F32, (1024, 64)), (F32, (1024, 64))],
+    "cross_entropy": [(F32, M), ("int32", (1024,))],
+    "huber_loss": [(F32, M), (F32, M)],
+    "adam_update": [(F32, M)] * 4,
+    "sgd_momentum": [(F32, M)] * 3,
+    "gelu_grad": [(F32, M)],
+    "layernorm_grad": [(F32, M), (F32, (1024,)), (F32, (1024,))],
+    "conv_bias_relu": [(F32, (8, 64, 64, 32)), (F32, (3, 3, 32, 32)), (F32, (32,))],
+    "rope": [(F32, M)],
+}
+# Programs of pytest_dumpref.examples written before the model and not looked at while it
+# was built: the model is tried on them as they are.
+HELD_OUT = {
+    "transformer_block": lambda: (_arrays([(F32, (1, 256, 256))])[0], _cpu(examples.transformer_params(256, 1024)), 4),
+    "causal_attention": lambda: (*_arrays([(F32, (1, 512, 256))] + [(F32, (256, 256))] * 4), 4),
+    "sgd_step": lambda: (_cpu({k: v for k, v in examples.transformer_params(256, 1024).items()
+                               if k in ("w1", "b1", "w2", "b2")}),
+                         *_arrays([(F32, (1024, 256)), (F32, (1024, 256))])),
+    "scan_rnn": lambda: tuple(_arrays([(F32, (64, 256)), (F32, (16, 64, 256)), (F32, (256, 256))])),
+}
+# Decision agreement asserted: every decision, compared exactly (producer, the consumer it
+# grew from, "fused" or the compiler's full reason).  A model without any one of its rules
+# mispredicts at least one decision of these programs (the knock-out table shows how many),
+# so a model missing a rule fails this claim.
+# Time: the ratio measured/predicted per program must stay within this factor either way;
+# the median and worst errors are stated, and the goal (median 10 %, worst 25 %) reported.
+TIME_FACTOR = 2.0
+
+
+def _cpu(tree):
+    import jax
+    return jax.tree_util.tree_map(lambda a: jax.device_put(a, jax.devices("cpu")[0]), tree)
+
+
+def _arrays(spec):
+    from pytest_dumpref.timing import fill
+    rng = np.random.default_rng(0)
+    return [_cpu(fill(rng, dtype, shape)) for dtype, shape in spec]
+
+
+@pytest.mark.claim(
+    "The restated policy is XLA's CPU fusion pass, not a story about one decision: replayed "
+    "on the module the pass saw, the model in pytest_dumpref/xla/fusion_policy.py predicts "
+    f"every decision the pass logs, in its order and in its words, for {len(SUITE)} programs of a "
+    "model (norms, activations, MLP blocks, attention scores and rotary embeddings, losses, "
+    "optimizer updates, gradients, a convolution) and for four programs it was not built on; "
+    "and it predicts, byte for byte, what undoing the pass costs in memory traffic.", section="fusion")
+@pytest.mark.provenance(dtype="f32", shapes={"most arrays": M},
+                        method="every-pass XLA dump with xla_dump_fusion_visualization (the pass's "
+                        "log) against fusion_policy.predict on the snapshot before the pass; "
+                        "spill-style traffic (traffic.py) of the model's modules and of the "
+                        "compiled ones, default and xla_disable_hlo_passes=fusion")
+def test_policy_predicts_every_program(dump, unfused, evidence):
+    import inspect
+
+    from pytest_dumpref.xla import fusion as fusion_log
+
+    per_program, knockouts, mods = [], {r: 0 for r in fusion_policy.RULES}, {}
+    for name, spec in SUITE.items():
+        fn = getattr(examples, name)
+        args = _arrays(spec)
+        d = dump(fn, *args)
+        mf = mods[name] = module_fusion(d)
+        before = mf.before.module
+        # each rule left out in turn: how many of the logged decisions the model then misses
+        for rule in fusion_policy.RULES:
+            without = [q for r in fusion_policy.predict(before, without=[rule]) for q in r.decisions if q.logged]
+            knockouts[rule] += sum(1 for r in fusion_log.compare(mf.log, without) if not r["agree"])
+        unfused_b, fused_b = fusion_policy.undo_fusion_bytes(before)
+        plain = unfused(fn, *args, passes=PASSES)
+        per_program.append({"program": name, "decisions logged": len(mf.log), "predicted": mf.agreed,
+                            "extra bytes predicted": unfused_b - fused_b,
+                            "extra bytes measured": plain.traffic - d.traffic})
+    held = []
+    for name, make in HELD_OUT.items():
+        mf = mods[name] = module_fusion(dump(getattr(examples, name), *make()))
+        held.append({"program": f"{name} (held out)", "decisions logged": len(mf.log),
+                     "predicted": mf.agreed, "extra bytes predicted": "", "extra bytes measured": ""})
+
+    logged = sum(r["decisions logged"] for r in per_program + held)
+    agreed = sum(r["predicted"] for r in per_program + held)
+    evidence.table("decisions of the fusion pass per program, logged by XLA and predicted by the "
+                   "model; the extra bytes (read + written, spill-style) of the program compiled "
+                   "with xla_disable_hlo_passes=fusion, predicted by the model and measured on the "
+                   "two optimized modules", per_program + held)
+    evidence.number("decisions logged, all programs", logged)
+    evidence.number("decisions predicted exactly, all programs", agreed)
+    misses = [dict(program=n, **{k: r[k] for k in ("producer", "consumer", "compiler", "predicted", "rule")})
+              for n, mf in mods.items() for r in mf.rows if not r["agree"]]
+    evidence.table("every decision the model mispredicts, with the rule that made the prediction",
+                   misses or [{"program": "(none)"}])
+    evidence.table(f"the model with one rule left out: decisions it then mispredicts, over the {len(SUITE)} "
+                   "programs", [{"rule left out": r, "mispredicted decisions": n} for r, n in knockouts.items()])
+    evidence.note(
+        "A decision is predicted when the model and the log agree on the producer, on the instruction "
+        "the consumer grew from, and on the verdict: 'fused', or the compiler's whole reason, character "
+        "for character (fusion.compare aligns the two lists with difflib, so one wrong prediction costs "
+        "one decision). The claim asserts all of them; with any one rule left out, the table shows "
+        "decisions the model then gets wrong, so a model missing a rule fails it. Held-out programs "
+        "are functions of pytest_dumpref.examples written before the model (Study 1's transformer "
+        "block, the causal attention and SGD step beside it, a scan); the model was not run on them "
+        "while it was built. The model's fused module is written out as HLO (fused_module_text) and "
+        "its traffic counted by the same traffic.py rules as the dumps'; both variants include the "
+        "fusion wrapper that follows the pass, which reads an operand used twice by one "
+        "instruction once.")
+    evidence.excerpt("how decisions are read from the fusion log (pytest_dumpref/xla/fusion.py, as it ran)",
+                     inspect.getsource(fusion_log.read_fusion_log), lang="python")
+    evidence.note("Which frames count as decisions: " + " ".join(
+        fusion_log.__doc__.split("Which frames count as decisions:")[1].split("``compare``")[0].split()))
+    evidence.excerpt("how the log and the model are lined up (pytest_dumpref/xla/fusion.py, as it ran)",
+                     inspect.getsource(fusion_log.compare), lang="python")
+
+    assert agreed == logged, f"{logged - agreed} decisions mispredicted: {misses[:5]}"
+    for r in per_program:
+        assert r["extra bytes predicted"] == r["extra bytes measured"], r
+    assert all(n > 0 for n in knockouts.values()), knockouts
+
+
+# ---- 6. the time of undoing the pass, across programs ------------------------------------------
+
+@pytest.mark.claim(
+    f"Across the {len(SUITE)} programs, the extra bytes the model predicts for undoing the fusion "
+    "pass, at the memory bandwidth measured in the same run, predict how much slower each program "
+    f"runs without the pass within a factor of {TIME_FACTOR:g}; the median and worst errors are "
+    "stated beside the goal of 10 % and 25 %.", section="fusion")
+@pytest.mark.provenance(dtype="f32", shapes={"most arrays": M},
+                        method="pytest_dumpref.timing: one subprocess pinned to one CPU, "
+                        "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false, every program's fused, A/A and "
+                        "unfused variants in the same interleaved rounds, bandwidth of a y=2x stream; "
+                        "predicted bytes from fusion_policy on the snapshot before the pass")
+def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
+    from pytest_dumpref.timing import plot_across_programs
+
+    predicted_bytes = {}
+    for name, spec in SUITE.items():
+        d = dump(getattr(examples, name), *_arrays(spec), passes="^fusion$")
+        unfused_b, fused_b = fusion_policy.undo_fusion_bytes(snapshot_before_fusion(d).module)
+        predicted_bytes[name] = unfused_b - fused_b
+    variants, programs = {}, {}
+    for name, spec in SUITE.items():
+        for v, opt in (("fused", {}), ("A/A", {}), ("unfused", {"xla_disable_hlo_passes": ",".join(PASSES)})):
+            variants[f"{name}: {v}"] = opt
+            programs[f"{name}: {v}"] = (f"pytest_dumpref.examples:{name}", tuple(spec))
+    run = run_plan(TimingPlan(program="pytest_dumpref.examples:softmax", args=(), variants=variants,
+                              programs=programs, stream_shape=X_SHAPE, cold_stream=True, rounds=20,
+                              calls_per_round=10, warmup_calls=5, timeout_s=900))
+    points = []
+    for name in SUITE:
+        predicted = run.predicted_seconds(predicted_bytes[name])
+        measured = run.difference(f"{name}: fused", f"{name}: unfused")
+        aa = run.difference(f"{name}: fused", f"{name}: A/A")
+        points.append({"name": name, "extra bytes (model)": predicted_bytes[name],
+                       "predicted_us": round(predicted * 1e6, 1), "measured_us": round(measured * 1e6, 1),
+                       "aa_us": round(aa * 1e6, 1), "measured / predicted": round(measured / predicted, 3),
+                       "predicted at the cold-stream bandwidth (us)": round(
+                           run.predicted_seconds(predicted_bytes[name], cold=True) * 1e6, 1)})
+    errors = sorted(abs(p["measured / predicted"] - 1) for p in points)
+    evidence.number("measured bandwidth (stream kernel, pinned single thread)", run.bandwidth / 1e9,
+                    unit="GB/s", tolerance=ABSOLUTE_TIME_TOLERANCE)
+    evidence.number("measured bandwidth, stream inputs not in cache", run.cold_bandwidth / 1e9,
+                    unit="GB/s", tolerance=ABSOLUTE_TIME_TOLERANCE)
+    evidence.figure("extra time per call without the fusion pass, predicted against measured, per program",
+                    plot_across_programs(points, tmp_path / "fusion-across-programs.png",
+                                         title=f"{len(SUITE)} programs, pinned single thread, one run"),
+                    data=points, tolerances={"predicted_us": ABSOLUTE_TIME_TOLERANCE,
+                                             "measured_us": ABSOLUTE_TIME_TOLERANCE,
+                                             "aa_us": {"abs": 1e9}, "measured / predicted": TIME_FACTOR - 1,
+                                             "predicted at the cold-stream bandwidth (us)": ABSOLUTE_TIME_TOLERANCE})
+    evidence.number("median |measured/predicted - 1| over programs", float(np.median(errors)), tolerance=1.0)
+    evidence.number("worst |measured/predicted - 1| over programs", errors[-1], tolerance=1.0)
+    evidence.note("Method: " + run.method() + "; every program's three variants in the same rounds. "
+                  f"The claim holds when, for every program, 1/{TIME_FACTOR:g} <= measured/predicted <= "
+                  f"{TIME_FACTOR:g} and the A/A difference is at most {AA_LIMIT:.0%} of the predicted "
+                  "extra time. The issue's goal (median error at most 10 %, worst at most 25 %) is "
+                  "stated against the two numbers above, not asserted.")
+    _timing_listing(evidence)
+    for p in points:
+        assert abs(p["aa_us"]) <= AA_LIMIT * p["predicted_us"], (
+            f"{p['name']}: A/A differs by {p['aa_us']} us, more than {AA_LIMIT:.0%} of the predicted "
+            f"{p['predicted_us']} us: too noisy to judge")
+        assert 1 / TIME_FACTOR <= p["measured / predicted"] <= TIME_FACTOR, p
