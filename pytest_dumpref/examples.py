@@ -185,3 +185,79 @@ def rope(x, base=10000.0):
     cos, sin = np.cos(angles).astype(x.dtype), np.sin(angles).astype(x.dtype)
     x1, x2 = x[:, 0::2], x[:, 1::2]
     return jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1).reshape(s, d)
+
+
+# ---- a small GPT-2 style language model, trained one step (Study 3's end-to-end program) ----
+
+def gpt2_params(vocab, seq, d_model, n_layers, d_ff, seed=0, dtype=np.float32):
+    """Token and position embeddings, `n_layers` blocks stacked on a leading axis (so the
+    layers run under lax.scan), a final layernorm; the output projection is the token
+    embedding transposed (weight tying, as GPT-2 does)."""
+    rng = np.random.default_rng(seed)
+    blocks = [transformer_params(d_model, d_ff, seed=seed + 1 + k, dtype=dtype) for k in range(n_layers)]
+    return {
+        "wte": (0.02 * rng.standard_normal((vocab, d_model))).astype(dtype),
+        "wpe": (0.01 * rng.standard_normal((seq, d_model))).astype(dtype),
+        "blocks": {k: np.stack([b[k] for b in blocks]) for k in blocks[0]},
+        "lnf_g": np.ones(d_model, dtype), "lnf_b": np.zeros(d_model, dtype),
+    }
+
+
+def gpt2_logits(params, tokens, n_heads):
+    """tokens: int32 [batch, seq] -> logits [batch, seq, vocab]."""
+    x = params["wte"][tokens] + params["wpe"][None, : tokens.shape[1]]  # gathers
+
+    def layer(h, p):
+        return transformer_block(h, p, n_heads), None
+
+    x, _ = jax.lax.scan(layer, x, params["blocks"])
+    x = layernorm(x, params["lnf_g"], params["lnf_b"])
+    return x @ params["wte"].T
+
+
+def gpt2_loss(params, tokens, n_heads):
+    """Next-token cross-entropy: position t predicts token t+1."""
+    logits = gpt2_logits(params, tokens[:, :-1], n_heads)
+    b, s, v = logits.shape
+    return cross_entropy(logits.reshape(b * s, v), tokens[:, 1:].reshape(b * s))
+
+
+def gpt2_train_step(params, opt_state, tokens, n_heads=2, lr=1e-3):
+    """One Adam step on the GPT-2 loss: the gradient flows back through the scan, the
+    attention and the embedding gathers (a scatter-add into wte and wpe).  opt_state holds
+    the moments `m`, `v` (trees like params) and the step count `t` (float32 scalar)."""
+    loss, grads = jax.value_and_grad(gpt2_loss)(params, tokens, n_heads)
+    t = opt_state["t"] + 1.0
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, opt_state["m"], grads)
+    v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, opt_state["v"], grads)
+    scale = lr * jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+    params = jax.tree_util.tree_map(lambda p, m, v: p - scale * m / (jnp.sqrt(v) + eps), params, m, v)
+    return params, {"m": m, "v": v, "t": t}, loss
+
+
+def gpt2_opt_state(params):
+    zeros = jax.tree_util.tree_map(lambda p: np.zeros_like(p), params)
+    return {"m": zeros, "v": jax.tree_util.tree_map(np.copy, zeros), "t": np.float32(0.0)}
+
+
+def gpt2_step_inputs(vocab=64, seq=16, d_model=32, n_layers=2, d_ff=64, batch=2, seed=0):
+    """Parameters, a fresh optimizer state and a batch of tokens for gpt2_train_step."""
+    params = gpt2_params(vocab, seq + 1, d_model, n_layers, d_ff, seed=seed)
+    tokens = np.random.default_rng(seed + 100).integers(0, vocab, (batch, seq + 1)).astype(np.int32)
+    return params, gpt2_opt_state(params), tokens
+
+
+def max_errors(expected, got):
+    """The largest absolute difference over all leaves, and the largest relative one (each
+    leaf's difference over that leaf's largest magnitude)."""
+    worst_abs = worst_rel = 0.0
+    for e, g in zip(jax.tree_util.tree_leaves(expected), jax.tree_util.tree_leaves(got)):
+        e, g = np.asarray(e, np.float64), np.asarray(g, np.float64)
+        if e.size == 0:
+            continue
+        diff = float(np.max(np.abs(e - g)))
+        scale = float(np.max(np.abs(e)))
+        worst_abs = max(worst_abs, diff)
+        worst_rel = max(worst_rel, diff / scale if scale > 0 else diff)
+    return {"max_abs": worst_abs, "max_rel": worst_rel}
