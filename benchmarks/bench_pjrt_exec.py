@@ -4,8 +4,10 @@ against jax's CPU backend and numpy, ratios measured in one run.
 - dispatch: a tiny jitted op (f32 scalar + 1), dumpref against jax's CPU backend;
 - elementwise: x + 1 over 1M f32, dumpref against numpy (goal: at least half numpy's
   throughput, i.e. ratio numpy_time / dumpref_time >= 0.5);
-- matmul: f32[256,256] @ f32[256,256], dumpref against numpy (reported, no goal: a plain
-  row-streaming C loop against a tuned BLAS).
+- matmul: f32[256,256] @ f32[256,256], dumpref against numpy (reported, no goal: a
+  cache-blocked C loop, plugin_c/prog_ops_matmul.c, against a tuned BLAS).  The interpreter
+  runs on one thread; for a like-for-like ratio run with OPENBLAS_NUM_THREADS=1 (on shared
+  cores a threaded BLAS fights the other processes and its time swings by 10x).
 
 pytest-benchmark times the dumpref side; the comparison is timed in the same process,
 interleaved with dumpref calls (median of rounds), and lands in extra_info with the ratio.
@@ -84,7 +86,8 @@ def test_matmul_256_f32(benchmark, device):
     t = interleaved({"dumpref": run_dumpref, "numpy": lambda: a @ b}, 15)
     benchmark.extra_info.update(dumpref_ms=t["dumpref"] * 1e3, numpy_ms=t["numpy"] * 1e3,
                                 throughput_vs_numpy=t["numpy"] / t["dumpref"],
-                                dumpref_gflops=2 * 256 ** 3 / t["dumpref"] / 1e9)
+                                dumpref_gflops=2 * 256 ** 3 / t["dumpref"] / 1e9,
+                                openblas_num_threads=os.environ.get("OPENBLAS_NUM_THREADS", "default"))
     benchmark.pedantic(run_dumpref, rounds=10, iterations=1)
     got = np.asarray(f(ad, bd))
     assert np.max(np.abs(got - a @ b)) <= 1e-4 * np.max(np.abs(a @ b))
