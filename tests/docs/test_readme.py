@@ -314,3 +314,27 @@ def test_the_layout_names_what_is_there():
     assert len(named) > 5, named
     missing = [str(p) for p in named if not (REPO / p).exists()]
     assert not missing, f"README's Layout names paths that do not exist: {missing}"
+
+
+# ---- the jax range -------------------------------------------------------------------------
+
+def test_the_jax_range_the_readme_states_is_pyprojects_and_holds_here():
+    """The README's 'from A to B' is pyproject's jax and jaxlib range, .ci/run tests its lower
+    end, and the jax this suite runs under lies inside it."""
+    import jax
+    import jaxlib
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    ranges = {}
+    for d in deps:
+        m = re.fullmatch(r"(jax|jaxlib)>=([0-9.]+),<=([0-9.]+)", d.replace(" ", ""))
+        if m:
+            ranges[m.group(1)] = (m.group(2), m.group(3))
+    assert set(ranges) == {"jax", "jaxlib"} and ranges["jax"] == ranges["jaxlib"], deps
+    low, high = ranges["jax"]
+    assert f"any jax and jaxlib from {low} to {high}" in " ".join(section("Quick start").split())
+    assert 'jax==$oldest' in (REPO / ".ci" / "run").read_text()
+
+    def version(v):
+        return tuple(int(x) for x in v.split(".")[:3])
+    for mod in (jax, jaxlib):
+        assert version(low) <= version(mod.__version__) <= version(high), mod.__version__
