@@ -78,19 +78,28 @@ class Evidence:
         self.items.append({"kind": "number", "name": name, "value": v, "unit": unit,
                            "tolerance": tolerance})
 
-    def excerpt(self, title: str, text: str, *, lang: str | None = None) -> None:
-        self.items.append({"kind": "excerpt", "title": title, "text": str(text), "lang": lang})
+    def excerpt(self, title: str, text: str, *, lang: str | None = None, fold: bool | None = None) -> None:
+        """Lines copied from a file the claim names.  ``fold``: True folds it into <details>,
+        False keeps it in view; None (the default) folds a long one."""
+        item = {"kind": "excerpt", "title": title, "text": str(text), "lang": lang}
+        if fold is not None:
+            item["fold"] = bool(fold)
+        self.items.append(item)
 
-    def table(self, title: str, rows: Iterable, *, tolerances: dict | None = None) -> None:
+    def table(self, title: str, rows: Iterable, *, tolerances: dict | None = None,
+              fold: bool | None = None) -> None:
         """``rows``: dicts with the same keys, or lists whose first row is the header.
 
         ``tolerances`` names the columns that are measured (timings, counts that move between
         runs) and how closely a re-run must agree: ``{"us/call": 0.5}`` is relative (0.5 = 50 %),
         ``{"A/A difference": {"abs": 20}}`` absolute.  Every other cell is compared exactly by
-        ``--dumpref-check``."""
+        ``--dumpref-check``.  ``fold`` as for :meth:`excerpt`."""
         header, cells = _table(f"evidence.table {title!r}", rows)
-        self.items.append({"kind": "table", "title": title, "header": header, "rows": cells,
-                           "tolerances": _column_tolerances(f"evidence.table {title!r}", header, tolerances)})
+        item = {"kind": "table", "title": title, "header": header, "rows": cells,
+                "tolerances": _column_tolerances(f"evidence.table {title!r}", header, tolerances)}
+        if fold is not None:
+            item["fold"] = bool(fold)
+        self.items.append(item)
 
     def file(self, title: str, path) -> None:
         """A file or folder the claim rests on, by hash (compared exactly by --dumpref-check)."""

@@ -26,10 +26,13 @@ FORMAT_VERSION = 2
 GENERAL_SECTION = DEFAULT_SECTION
 EVIDENCE_DIR = "dumpref-evidence"
 
-# Long evidence folds into <details>: tables and numbers tables with more rows than this,
-# excerpts with more lines than EXCERPT_FOLD.  Figures, notes and short evidence stay in view.
-TABLE_FOLD = 8
-EXCERPT_FOLD = 25
+# Long evidence folds into <details>: a numbers table of more than NUMBERS_FOLD rows, another
+# table of more than TABLE_FOLD, an excerpt of more than EXCERPT_FOLD lines (a claim can say
+# fold=True or fold=False for one table or excerpt).  Figures, notes and short evidence stay in
+# view, so that a reader meets the sentence, its notes and its key figures first.
+NUMBERS_FOLD = 8
+TABLE_FOLD = 6
+EXCERPT_FOLD = 12
 
 # The one place that says which fields of a write-up legitimately differ between two runs of
 # the same claims, and why.  --dumpref-check accepts any value there and says so; measured
@@ -329,11 +332,11 @@ def _tolerance_text(tol: dict) -> str:
     return f"±{tol['rel']:.0%}"
 
 
-def _titled_table(out: _Out, title: str, header, rows, tolerances) -> None:
+def _titled_table(out: _Out, title: str, header, rows, tolerances, fold: bool | None = None) -> None:
     note = ""
     if tolerances:
         note = " (measured: " + ", ".join(f"{c} {_tolerance_text(t)}" for c, t in tolerances.items()) + ")"
-    if len(rows) > TABLE_FOLD:
+    if fold if fold is not None else len(rows) > TABLE_FOLD:
         _folded(out, f"{title}{note} ({len(rows)} rows)",
                 lambda: _table(out, header, rows, tolerances, title))
     else:
@@ -353,7 +356,7 @@ def _numbers(out: _Out, numbers: list[dict]) -> None:
                                    f"number {n['name']!r}")
             out.add(f"| {_md_cell(n['name'])} | ", value, " | ",
                     "exact" if tol is None else f"±{tol:.0%}", " |")
-    if len(numbers) > TABLE_FOLD:
+    if len(numbers) > NUMBERS_FOLD:
         _folded(out, f"all {len(numbers)} numbers of this claim", body)
     else:
         body()
@@ -373,7 +376,8 @@ def _evidence(out: _Out, rec: dict, report_name: str) -> None:
         elif kind == "excerpt":
             out.blank()
             lines = _fence(item["text"], item.get("lang"))
-            if len(lines) - 2 > EXCERPT_FOLD:
+            fold = item.get("fold")
+            if fold if fold is not None else len(lines) - 2 > EXCERPT_FOLD:
                 _folded(out, f"{item['title']} ({len(lines) - 2} lines)", lambda: [out.add(ln) for ln in lines])
             else:
                 out.add(f"**{item['title']}**")
@@ -382,7 +386,8 @@ def _evidence(out: _Out, rec: dict, report_name: str) -> None:
                     out.add(ln)
         elif kind == "table":
             out.blank()
-            _titled_table(out, item["title"], item["header"], item["rows"], item.get("tolerances") or {})
+            _titled_table(out, item["title"], item["header"], item["rows"], item.get("tolerances") or {},
+                          item.get("fold"))
         elif kind == "figure":
             rel = f"{assets_dir_name(report_name)}/{asset_name(rec['nodeid'], item['title'], item.get('suffix', ''))}"
             out.blank()
@@ -395,13 +400,20 @@ def _evidence(out: _Out, rec: dict, report_name: str) -> None:
     files = [i for i in items if i["kind"] == "file"]
     if files:
         here = evidence_dir(rec["nodeid"])
-        out.blank()
-        out.add(f"Evidence kept by hash; the `Reproduce:` command below leaves it under `{here}/`:")
-        out.blank()
+        lead = f"Kept by hash, and left under `{here}/` by the `Reproduce:` command below:"
+        entries = []
         for item in files:
             what = "folder" if item.get("is_dir") else "file"
             where = f"`{here}/{item['where']}`" if item.get("where") else f"`{item.get('name', '')}`"
-            out.add(f"- {what} **{item['title']}**: {where}, sha256 `{item['sha256'][:16]}…`")
+            entries.append(f"{what} **{item['title']}**: {where}, sha256 `{item['sha256'][:16]}…`")
+        out.blank()
+        if len(entries) == 1:
+            out.add(f"{lead} {entries[0]}")
+        else:
+            out.add(lead)
+            out.blank()
+            for e in entries:
+                out.add(f"- {e}")
 
 
 # -- the document --------------------------------------------------------------------------

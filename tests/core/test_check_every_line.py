@@ -111,7 +111,7 @@ def test_a_visible_sha256_is_checked(rendered):
     digest = re.search(r"sha256 `([0-9a-f]{16})…`", path.read_text()).group(1)
     line = _edit(path, digest, "0" * 16)
     out = _check(rendered).stdout.str()
-    assert f"line {line} (claim test_claims.py::test_profit): differs: the file says '- file **the dump**" in out
+    assert f"line {line} (claim test_claims.py::test_profit): differs: the file says 'Kept by hash, and left under `dumpref-evidence/test_profit/` by the `Reproduce:` command below: file **the dump**" in out
 
 
 def test_a_hand_added_claim_fails_the_check(rendered):
@@ -183,6 +183,19 @@ def test_folded_evidence_renders_for_github(rendered):
     # short ones stay in view
     assert "**decisions**\n\n| pair | verdict |" in text
     assert "**per-call times** (measured: us/call ±30%)" in text
+    assert "**the fusion**\n\n```hlo\nfused = " in text
+
+
+def test_a_claim_can_keep_long_evidence_in_view_or_fold_short_evidence(pytester):
+    pytester.makepyprojecttoml(PYPROJECT)
+    pytester.makepyfile(test_claims=CLAIMS.replace(
+        'evidence.table("decisions", [', 'evidence.table("decisions", fold=True, rows=[').replace(
+        'range(40)), lang="hlo")', 'range(40)), lang="hlo", fold=False)'))
+    pytester.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)
+    text = (pytester.path / "writeup.md").read_text()
+    assert "<details><summary>decisions (2 rows)</summary>" in text
+    assert "**the whole module**\n\n```hlo\nline0" in text
+    assert _check(pytester).ret == 0
 
 
 def test_a_different_jax_version_is_named_first(rendered):

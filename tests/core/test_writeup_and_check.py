@@ -88,8 +88,8 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     assert ("Reproduce: `python -m pytest 'test_claims.py::test_bytes' --dumpref-check=writeup.md "
             "--basetemp=dumpref-evidence/test_bytes -v`") in text
     # hashed evidence says where a reproduction leaves it
-    assert "the `Reproduce:` command below leaves it under `dumpref-evidence/test_bytes/`" in text
-    assert "- file **the dump**: `dumpref-evidence/test_bytes/test_bytes0/dump.txt`, sha256" in text
+    assert ("Kept by hash, and left under `dumpref-evidence/test_bytes/` by the `Reproduce:` command below: "
+            "file **the dump**: `dumpref-evidence/test_bytes/test_bytes0/dump.txt`, sha256") in text
     # the false claim is never presented as established
     established = text[:text.index("## Not established")]
     assert "This one is not true" not in established
@@ -153,8 +153,8 @@ def test_a_changed_file_hash_fails_the_check(project, monkeypatch):
     project.runpytest("--dumpref-report=writeup.md")
     monkeypatch.setenv("DUMP_CONTENT", "HloModule m, changed")
     res = project.runpytest("--dumpref-check=writeup.md")
-    line = _line(project.path / "writeup.md", "- file **the dump**")
-    assert f"line {line} (claim test_claims.py::test_bytes): differs: the file says '- file **the dump**" in res.stdout.str()
+    line = _line(project.path / "writeup.md", "Kept by hash")
+    assert f"line {line} (claim test_claims.py::test_bytes): differs: the file says 'Kept by hash" in res.stdout.str()
     assert res.ret == pytest.ExitCode.TESTS_FAILED
 
 
