@@ -189,7 +189,7 @@ def test_pjrt(evidence):
     res.assert_outcomes(passed=2)
     md = (pytester.path / "writeup.md").read_text()
     assert md.startswith(f"# {cfg['title']}\n")
-    for text in (cfg["intro"], "A reading guide from the intro file.",
+    for text in (cfg["intro"], "A reading guide from the intro file.", cfg.get("setup", ""),
                  cfg["section_titles"]["passes"], cfg["section_intros"]["passes"]):
         assert text in md, f"{text!r} is not in the write-up"
     # sections in the configured order: pjrt before passes
