@@ -204,3 +204,17 @@ def test_a_bad_title_is_a_usage_error(pytester, marker):
               "def test_c(evidence):\n    evidence.number('n', 1)\n    assert 1\n")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     assert "test_claims.py::test_c: @pytest.mark.claim title must be a one-line string" in res.stderr.str()
+
+
+def test_a_module_cached_without_the_assertion_pass_hook_is_named(pytester, monkeypatch):
+    # A .pyc that pytest's assertion rewriting wrote in a run without this plugin has no
+    # assertion-pass calls: the claim cannot be judged, and the failure says what to do.
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    pytester.makepyfile(test_claims=HEADER + '@pytest.mark.claim("a sentence")\n' + GOOD_PROV +
+                        "def test_c(evidence):\n    evidence.number('n', 1)\n    assert 1 == 1\n")
+    pytester.runpytest_subprocess("-p", "no:dumpref", "-p", "no:cacheprovider")
+    assert list((pytester.path / "__pycache__").glob("test_claims*pytest*.pyc"))
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*cannot be judged: its module was loaded from a .pyc*delete that folder's "
+                              "__pycache__ and run again*"])
