@@ -8,6 +8,7 @@ check that cannot fail would show here.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,60 @@ def test_markdown_swallowed_by_a_details_block_is_named(tmp_path):
         "page.md:4: Markdown shown as text, not rendered: | 1 | 2 |"]
     fixed = text.replace("</summary>\n", "</summary>\n\n").replace("| 2 |\n", "| 2 |\n\n")
     assert _problems(tmp_path, fixed) == []
+
+
+FRESH = r'''
+import pytest
+import re
+from pathlib import Path
+
+PROV = dict(dtype="f32", shapes={"x": (4, 128)}, method="counting, 2*4*128 by hand")
+
+@pytest.mark.s
+@pytest.mark.claim("f32[4,128] holds 2*4*128/2 = 512 floats in *.txt files, like <module> and __init__.",
+                   title="Floats in a <module>")
+@pytest.mark.provenance(**PROV)
+def test_floats(evidence, tmp_path):
+    for i in range(12):
+        evidence.number(f"count {i} (2*{i}*4)", 2 * i * 4)
+    evidence.table("rows", [{"n": i, "what": f"x*{i}*y | z"} for i in range(10)])
+    evidence.excerpt("long", "\n".join(f"%add.{i} = f32[4,128] add(%p*{i}, %q)" for i in range(30)))
+    evidence.note("Words: *.before_optimizations.txt; then (*.cpu_after_optimizations.txt), 4*128*4 B.")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = plt.figure(figsize=(2, 1))
+    plt.plot([0, 1], [1, 0])
+    fig.savefig(tmp_path / "f.png")
+    evidence.figure("a line", tmp_path / "f.png")
+    assert 4 * 128 == 512
+
+@pytest.mark.s
+@pytest.mark.claim("A second claim, for the contents list.")
+@pytest.mark.provenance(**PROV)
+def test_second(evidence):
+    evidence.number("one", 1)
+    assert 1
+'''
+
+
+def test_a_fresh_render_reads_on_github_as_written(pytester):
+    """The renderer's output, not only the committed file: a claim with asterisks, angle brackets
+    and underscores in its sentence, title, method, note, table cells and number names, long
+    evidence that folds, and a figure, renders on GitHub with every check clean and the text
+    shown literally."""
+    pytester.makepyprojecttoml('[tool.dumpref]\nsections = ["s"]\n')
+    pytester.makepyfile(test_fresh=FRESH)
+    pytester.runpytest("--dumpref-report=writeup.md", "-p", "no:cacheprovider").assert_outcomes(passed=2)
+    path = pytester.path / "writeup.md"
+    found = problems(path)
+    assert not any(found.values()), "\n".join(p for v in found.values() for p in v)
+    _, body, page = read_page(path)
+    text = re.sub(r"<[^>]+>", "", body)
+    for literal in ("2*4*128/2 = 512 floats in *.txt files, like &lt;module&gt; and __init__.",
+                    "(*.cpu_after_optimizations.txt), 4*128*4 B.", "count 3 (2*3*4)"):
+        assert literal in text, f"{literal!r} is not shown as written"
+    assert page.images, "the figure is not on the page"
+    assert body.count("<details>") >= 3, "the long numbers table, table and excerpt did not fold"
+    internal = [h for h, _ in page.links if h.startswith("#")]
+    assert len(internal) >= 2, f"no contents list linking the claims: {internal}"
