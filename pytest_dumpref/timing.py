@@ -396,7 +396,7 @@ def _worker(plan: TimingPlan) -> dict:
     stream = jax.jit(_stream).lower(stream_x).compile()
     kernels[STREAM] = (stream, [stream_x], {})
     if plan.cold_stream:
-        n_cold = max(2, COLD_INPUT_BYTES // max(1, stream_x.nbytes))
+        n_cold = max(2, min(256, COLD_INPUT_BYTES // max(1, stream_x.nbytes)))
         cold = [jax.device_put(rng.standard_normal(plan.stream_shape).astype(np.float32))
                 for _ in range(n_cold)]
         kernels[STREAM_COLD] = (stream, cold, {})

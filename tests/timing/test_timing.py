@@ -96,6 +96,30 @@ def test_run_reports_xla_byte_counts(small_run):
     assert small_run.variants["fused"].hlo_text == small_run.variants["fused (A/A)"].hlo_text
 
 
+def test_aa_copy_is_compiled_again_not_taken_from_the_cache(small_run):
+    # jax hands back the cached executable for the same program and options; the copy is
+    # compiled with one inert option more (the worker checks the executables differ)
+    assert timing.AA_INERT_OPTION not in small_run.variants["fused"].compiled_options
+    assert small_run.variants["fused (A/A)"].compiled_options == {timing.AA_INERT_OPTION: -2}
+    assert small_run.variants["fused (A/A)"].options == {}
+
+
+def test_one_plan_times_several_programs_each_with_its_inputs():
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (32, 32)),),
+                      variants={"softmax": {}, "softmax (A/A)": {}, "ce": {}, "ce (A/A)": {}},
+                      programs={"ce": ("pytest_dumpref.examples:cross_entropy",
+                                       (("float32", (32, 64)), ("int32", (32,)))),
+                                "ce (A/A)": ("pytest_dumpref.examples:cross_entropy",
+                                             (("float32", (32, 64)), ("int32", (32,))))},
+                      stream_shape=(64, 64), rounds=2, calls_per_round=1, warmup_calls=1, cold_stream=True)
+    assert TimingPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    r = run_plan(plan)
+    assert set(r.variants) >= {"softmax", "ce", "ce (A/A)", timing.STREAM_COLD}
+    assert r.variants["ce"].hlo_text == r.variants["ce (A/A)"].hlo_text != r.variants["softmax"].hlo_text
+    assert r.variants["ce (A/A)"].compiled_options == {timing.AA_INERT_OPTION: -2}
+    assert r.cold_bandwidth > 0 and r.variants["ce"].transcendentals > 0
+
+
 def test_failure_in_subprocess_names_the_program():
     bad = TimingPlan(program="pytest_dumpref.examples:layernorm", args=(("float32", (8, 8)),),
                      variants={"a": {}}, stream_shape=(8, 8), rounds=1, calls_per_round=1, warmup_calls=0)
