@@ -89,6 +89,8 @@ static PJRT_Buffer_Type buffer_type(prog_dtype t) {
     case PROG_U16: return PJRT_Buffer_Type_U16;
     case PROG_F8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
     case PROG_F8E5M2: return PJRT_Buffer_Type_F8E5M2;
+    case PROG_C64: return PJRT_Buffer_Type_C64;
+    case PROG_C128: return PJRT_Buffer_Type_C128;
   }
   return PJRT_Buffer_Type_INVALID;
 }
@@ -201,6 +203,12 @@ PJRT_Error* dr_Client_Compile(PJRT_Client_Compile_Args* args) {
   DR_REQUIRE(PJRT_Client_Compile, args->client);
   DR_REQUIRE(PJRT_Client_Compile, args->program);
   const PJRT_Program* program = args->program;
+  if (dr_tracing()) /* what the program pointer points at, for the map (hooks.c) */
+    dr_trace_note("program", "{\"format\": \"%.*s\", \"code_size\": %zu, \"starts_with\": \"%s\"}",
+                  program->format && program->format_size < 16 ? (int)program->format_size : 0,
+                  program->format ? program->format : "", program->code_size,
+                  program->code != NULL && program->code_size >= 4 &&
+                          memcmp(program->code, "ML\xefR", 4) == 0 ? "MLIR bytecode magic" : "no bytecode magic");
   if (program->format == NULL || program->format_size != 4 ||
       memcmp(program->format, "mlir", 4) != 0)
     return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,

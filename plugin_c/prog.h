@@ -26,7 +26,7 @@
  * The reader reads the ops in the forms they take up to this version (the _v2 forms of
  * dot_general, gather, scatter and the transcendental ops included). */
 #define PROG_STABLEHLO_MAJOR 1
-#define PROG_STABLEHLO_MINOR 9
+#define PROG_STABLEHLO_MINOR 10
 #define PROG_STABLEHLO_PATCH 0
 
 enum {
@@ -43,6 +43,7 @@ typedef enum {
   PROG_PRED = 1, PROG_S32, PROG_S64, PROG_F32, PROG_F64, PROG_BF16,
   PROG_S8, PROG_U8, PROG_U32, PROG_U64, PROG_F16, PROG_S16, PROG_U16,
   PROG_F8E4M3FN, PROG_F8E5M2,  /* f8: moved and converted only */
+  PROG_C64, PROG_C128,         /* complex: (real, imaginary) pairs of f32 or f64 */
 } prog_dtype;
 
 #define PROG_MAX_RANK 8

@@ -127,6 +127,7 @@ typedef enum {
   OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_REM, OP_POW, OP_MAX, OP_MIN, OP_AND, OP_OR, OP_XOR,
   OP_ATAN2, OP_SHL, OP_SHRA, OP_SHRL, OP_COMPARE,
   OP_SELECT, OP_CLAMP, OP_IS_FINITE, OP_REDUCE_PRECISION, OP_BITCAST_CONVERT,
+  OP_REAL, OP_IMAG, OP_COMPLEX,  /* complex numbers: parts, and one from two parts */
   /* shape */
   OP_BROADCAST, OP_RESHAPE, OP_TRANSPOSE, OP_SLICE, OP_CONCAT, OP_REVERSE, OP_PAD,
   OP_DYNAMIC_SLICE, OP_DYNAMIC_UPDATE_SLICE, OP_GATHER, OP_SCATTER,
@@ -236,6 +237,16 @@ int rt_window(run_ctx* r, const prog_program* p, const prog_func* f, const prog_
               void** vals, int depth);      /* generic reduce, reduce_window, convolution */
 int rt_misc(run_ctx* r, const prog_insn* in, const prog_shape* a, void* const* args, void* o);
                                             /* is_finite, reduce_precision, bitcast_convert */
+/* Elementwise ops on complex numbers (and real/imag/complex/abs between complex and real),
+ * over n elements (prog_ops_complex.c). */
+int rt_complex_elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a,
+                           void* const* args, void* o, int64_t n);
+void rt_complex_compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t* o, int64_t n);
+/* C[M,N] += A[M,K] B[K,N] on complex64 (float pairs) or complex128 (double pairs). */
+void rt_matmul_complex(prog_dtype t, const void* a, const void* b, void* c, int64_t M, int64_t N,
+                       int64_t K);
+bool rt_is_complex(prog_dtype t);
+
 /* A cache-blocked C[M,N] += A[M,K] B[K,N] over float or double rows (prog_ops_matmul.c). */
 void rt_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t N, int64_t K);
 void rt_matmul_f64(const double* a, const double* b, double* c, int64_t M, int64_t N, int64_t K);

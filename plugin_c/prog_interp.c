@@ -9,6 +9,7 @@
  * conversion saturates with NaN -> 0, and max/min propagate NaN.  bf16 and f16 compute in f32
  * and round back.  Subnormals are kept (XLA:CPU flushes them to zero; numpy keeps them).
  */
+#include <complex.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +124,8 @@ double rt_get_f(prog_dtype t, const void* p, int64_t i) {
     case PROG_F8E4M3FN: return f8_decode(((const uint8_t*)p)[i], 4, 3, 7, true);
     case PROG_F8E5M2: return f8_decode(((const uint8_t*)p)[i], 5, 2, 15, false);
     case PROG_U64: return (double)((const uint64_t*)p)[i];
+    case PROG_C64: return ((const float*)p)[2 * i];  /* the real part */
+    case PROG_C128: return ((const double*)p)[2 * i];
     default: return (double)rt_get_i(t, p, i);
   }
 }
@@ -151,6 +154,14 @@ static int64_t saturate(double x, double lo, double hi) {
 
 void rt_put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from_float) {
   switch (t) {
+    case PROG_C64:  /* a real value: imaginary part 0 */
+      ((float*)p)[2 * i] = from_float ? (float)f : (float)n;
+      ((float*)p)[2 * i + 1] = 0;
+      return;
+    case PROG_C128:
+      ((double*)p)[2 * i] = from_float ? f : (double)n;
+      ((double*)p)[2 * i + 1] = 0;
+      return;
     case PROG_F32: ((float*)p)[i] = from_float ? (float)f : (float)n; return;
     case PROG_F64: ((double*)p)[i] = from_float ? f : (double)n; return;
     case PROG_BF16: ((uint16_t*)p)[i] = rt_f32_to_bf16(from_float ? (float)f : (float)n); return;
@@ -194,6 +205,13 @@ static void convert(const prog_shape* from, const void* a, const prog_shape* to,
   bool as_float = rt_is_float(from->dtype) || (from->dtype == PROG_U64 && rt_is_float(to->dtype));
   if (from->dtype == to->dtype) {
     memcpy(o, a, rt_bytes(to));
+    return;
+  }
+  if (rt_is_complex(from->dtype) && rt_is_complex(to->dtype)) {  /* c64 <-> c128, both parts */
+    for (int64_t i = 0; i < 2 * n; i++) {
+      double x = from->dtype == PROG_C64 ? ((const float*)a)[i] : ((const double*)a)[i];
+      if (to->dtype == PROG_C64) ((float*)o)[i] = (float)x; else ((double*)o)[i] = x;
+    }
     return;
   }
   for (int64_t i = 0; i < n; i++) {
@@ -393,6 +411,13 @@ static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* 
                              void* const* args, void* o, int64_t n) {
   bool binary = in->num_in == 2;
   const void *a = args[0], *b = binary ? args[1] : NULL;
+  if ((in->op == OP_REAL || in->op == OP_IMAG) && !rt_is_complex(a_shape->dtype)) {
+    size_t es = prog_dtype_size(a_shape->dtype);  /* a real number is its own real part */
+    if (in->op == OP_REAL) memcpy(o, a, (size_t)n * es); else memset(o, 0, (size_t)n * es);
+    return PROG_OK;
+  }
+  if (in->op == OP_COMPLEX || in->op == OP_REAL || in->op == OP_IMAG || rt_is_complex(a_shape->dtype))
+    return rt_complex_elementwise(r, in, a_shape, args, o, n);
   switch (a_shape->dtype) {
     INT_CASE(PROG_F32, f)
     INT_CASE(PROG_F64, )
@@ -491,6 +516,7 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
     case PROG_U64: COMPARE_LOOP(uint64_t, SAME); break;
     case PROG_BF16: COMPARE_LOOP(uint16_t, rt_bf16_to_f32); break;
     case PROG_F16: COMPARE_LOOP(uint16_t, rt_f16_to_f32); break;
+    case PROG_C64: case PROG_C128: rt_complex_compare(t, dir, a, b, o, n); break;
     default: break;
   }
 }
@@ -727,6 +753,42 @@ static void* dot_operand(const prog_shape* s, const void* src, const int* order,
   return out;
 }
 
+/* The operand permuted to `order`, as complex numbers of type ct. */
+static void* complex_operand(const prog_shape* s, const void* src, const int* order, prog_dtype ct,
+                             int64_t n) {
+  size_t cs = prog_dtype_size(ct);
+  void* out = malloc((size_t)n * cs + 16);
+  void* tmp = malloc((size_t)n * prog_dtype_size(s->dtype) + 16);
+  if (out == NULL || tmp == NULL) { free(out); free(tmp); return NULL; }
+  gather_dims(s, src, order, tmp);
+  prog_shape flat = {s->dtype, 1, {n}}, to = {ct, 1, {n}};
+  convert(&flat, tmp, &to, out);
+  free(tmp);
+  return out;
+}
+
+static int dot_complex(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog_shape* bs,
+                       const void* a_src, const void* b_src, void* o, const int* ao, const int* bo,
+                       int64_t M, int64_t N, int64_t K, int64_t nbatch) {
+  prog_dtype ct = in->shape.dtype;
+  if (!rt_is_complex(ct))
+    return rt_fail(r, PROG_UNIMPLEMENTED, "a complex product with a real result", in->vhlo_name);
+  size_t cs = prog_dtype_size(ct);
+  void* a = complex_operand(as, a_src, ao, ct, nbatch * M * K);
+  void* b = complex_operand(bs, b_src, bo, ct, nbatch * K * N);
+  if (a == NULL || b == NULL) {
+    free(a); free(b);
+    return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+  }
+  memset(o, 0, (size_t)(nbatch * M * N) * cs);
+  for (int64_t q = 0; q < nbatch; q++)
+    rt_matmul_complex(ct, (const char*)a + (size_t)(q * M * K) * cs, (const char*)b + (size_t)(q * K * N) * cs,
+                      (char*)o + (size_t)(q * M * N) * cs, M, N, K);
+  free(a);
+  free(b);
+  return PROG_OK;
+}
+
 static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog_shape* bs,
                const void* a_src, const void* b_src, void* o) {
   int ao[PROG_MAX_RANK], bo[PROG_MAX_RANK];
@@ -736,6 +798,8 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
   for (int k = 0; k < in->np[0]; k++) nbatch *= as->dims[in->p[0][k]];
   for (int k = 0; k < in->np[2]; k++) K *= as->dims[in->p[2][k]];
   prog_dtype ot = in->shape.dtype;
+  if (rt_is_complex(ot) || rt_is_complex(as->dtype) || rt_is_complex(bs->dtype))
+    return dot_complex(r, in, as, bs, a_src, b_src, o, ao, bo, M, N, K, nbatch);
   work_type w = dot_work(as->dtype, bs->dtype, ot);
   bool native_out = (w == WORK_F32 && ot == PROG_F32) || (w == WORK_F64 && ot == PROG_F64) ||
                     (w == WORK_I64 && ot == PROG_S64);
@@ -861,6 +925,26 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
         for (int64_t i = 0; i < len; i++)
           acc = (kind == RED_ADD || kind == RED_OR || kind == RED_MAX) ? (acc | x[q * len + i])
               : kind == RED_XOR ? (acc ^ x[q * len + i]) : (acc & x[q * len + i]);
+        y[q] = acc;
+      }
+      break;
+    }
+    case PROG_C64: {
+      const float complex* x = src;
+      float complex* y = o;
+      for (int64_t q = 0; q < outer; q++) {
+        double complex acc = *(const float complex*)init_p;
+        for (int64_t i = 0; i < len; i++) acc = kind == RED_ADD ? acc + x[q * len + i] : acc * x[q * len + i];
+        y[q] = (float complex)acc;
+      }
+      break;
+    }
+    case PROG_C128: {
+      const double complex* x = src;
+      double complex* y = o;
+      for (int64_t q = 0; q < outer; q++) {
+        double complex acc = *(const double complex*)init_p;
+        for (int64_t i = 0; i < len; i++) acc = kind == RED_ADD ? acc + x[q * len + i] : acc * x[q * len + i];
         y[q] = acc;
       }
       break;

@@ -162,7 +162,7 @@ int need(vh* v, const bc_op* op, const char* name) {
 
 /* ---- types ------------------------------------------------------------------------------ */
 
-enum { T_BOOL = 0, T_BF16 = 2, T_F16 = 3, T_F32 = 4, T_F64 = 5, T_F8E4M3FN = 6, T_F8E5M2 = 7,
+enum { T_BOOL = 0, T_COMPLEX = 1, T_BF16 = 2, T_F16 = 3, T_F32 = 4, T_F64 = 5, T_F8E4M3FN = 6, T_F8E5M2 = 7,
        T_FUNCTION = 8, T_SI8 = 11, T_SI16 = 12, T_SI32 = 13, T_SI64 = 14, T_UI8 = 16,
        T_UI16 = 17, T_UI32 = 18, T_UI64 = 19, T_TENSOR = 20, T_TENSOR_ENCODED = 21 };
 
@@ -187,7 +187,13 @@ static bc_cursor type_cursor(vh* v, int i, uint64_t* code) {
 
 prog_dtype element_type(vh* v, int i) {
   uint64_t code;
-  type_cursor(v, i, &code);
+  bc_cursor c = type_cursor(v, i, &code);
+  if (code == T_COMPLEX) {  /* complex<f32> or complex<f64>: the part's type follows */
+    prog_dtype part = element_type(v, (int)bc_varint(&c));
+    if (part == PROG_F32) return PROG_C64;
+    if (part == PROG_F64) return PROG_C128;
+    UNSUPPORTED(v, "unsupported complex element type in %s", v->op);
+  }
   switch (code) {
     case T_BOOL: return PROG_PRED;
     case T_BF16: return PROG_BF16;
@@ -345,6 +351,8 @@ void check(vh* v, bool ok, const char* what) {
   if (!ok) MALFORMED(v, "malformed program: %s: %s", v->op, what);
 }
 
+bool is_complex(prog_dtype t) { return t == PROG_C64 || t == PROG_C128; }
+
 bool is_float(prog_dtype t) {
   return t == PROG_F32 || t == PROG_F64 || t == PROG_BF16 || t == PROG_F16;
 }
@@ -462,11 +470,21 @@ static void lower_op(lowering* L, prog_insn* in) {
     in->op = (prog_opcode)k;
     expect_operands(L, 1);
     elementwise_checks(L, in, true);
-    check(v, operand(L, 0)->dtype == in->shape.dtype, "element types differ");
+    prog_dtype at = operand(L, 0)->dtype;
+    /* |z| of a complex z is real */
+    bool complex_abs = in->op == OP_ABS && is_complex(at) &&
+                       in->shape.dtype == (at == PROG_C64 ? PROG_F32 : PROG_F64);
+    check(v, at == in->shape.dtype || complex_abs, "element types differ");
     bool float_only = in->op != OP_NEGATE && in->op != OP_ABS && in->op != OP_NOT &&
                       in->op != OP_SIGN && in->op != OP_POPCNT && in->op != OP_CLZ;
     bool int_only = in->op == OP_POPCNT || in->op == OP_CLZ || in->op == OP_NOT;
-    if ((float_only && !is_float(in->shape.dtype)) || (int_only && is_float(in->shape.dtype)))
+    bool real_only = in->op == OP_FLOOR || in->op == OP_CEIL || in->op == OP_ROUND_AFZ ||
+                     in->op == OP_ROUND_EVEN || in->op == OP_CBRT;
+    if (is_complex(at) && (int_only || real_only))
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(at), v->op);
+    else if (is_complex(at))
+      ;
+    else if ((float_only && !is_float(in->shape.dtype)) || (int_only && is_float(in->shape.dtype)))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
                   v->op);
   } else if ((k = lookup(binary_ops, name)) >= 0) {
@@ -477,8 +495,11 @@ static void lower_op(lowering* L, prog_insn* in) {
           "element types differ");
     bool int_only = in->op == OP_SHL || in->op == OP_SHRA || in->op == OP_SHRL;
     bool bits_only = int_only || in->op == OP_AND || in->op == OP_OR || in->op == OP_XOR;
+    bool complex_ok = in->op == OP_ADD || in->op == OP_SUB || in->op == OP_MUL ||
+                      in->op == OP_DIV || in->op == OP_POW;
     if ((bits_only && is_float(in->shape.dtype)) || (int_only && in->shape.dtype == PROG_PRED) ||
-        (in->op == OP_ATAN2 && !is_float(in->shape.dtype)))
+        (in->op == OP_ATAN2 && !is_float(in->shape.dtype)) ||
+        (is_complex(in->shape.dtype) && !complex_ok))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
                   v->op);
   } else if (strcmp(name, "compare_v1") == 0) {
@@ -490,7 +511,7 @@ static void lower_op(lowering* L, prog_insn* in) {
     check(v, in->shape.dtype == PROG_PRED, "compare must give pred");
     prog_shape a = *operand(L, 0);
     check(v, a.dtype == operand(L, 1)->dtype, "element types differ");
-    if (!is_arithmetic(a.dtype))
+    if (!is_arithmetic(a.dtype) || (is_complex(a.dtype) && in->iarg != CMP_EQ && in->iarg != CMP_NE))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a.dtype), v->op);
     a.dtype = PROG_PRED;
     check(v, same_dims(&a, &in->shape) && same_dims(operand(L, 1), &in->shape),
@@ -518,7 +539,7 @@ static void lower_op(lowering* L, prog_insn* in) {
                       : operand(L, r)->rank == 0 || same_dims(operand(L, r), &in->shape),
             "clamp operand shapes");
     }
-    if (!is_arithmetic(in->shape.dtype))
+    if (!is_arithmetic(in->shape.dtype) || is_complex(in->shape.dtype))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
                   v->op);
   } else if (strcmp(name, "constant_v1") == 0) {
@@ -669,6 +690,7 @@ static void lower_op(lowering* L, prog_insn* in) {
     vh_lower_region(L, in, &op->regions[0], in->sub);
     check(v, in->sub->num_args == 2 * n && in->sub->num_results == n, "reduce body signature");
     int kind = vh_region_kind(v, in->sub);
+    if (is_complex(a0->dtype) && kind != RED_ADD && kind != RED_MUL) kind = RED_GENERIC;
     if (n == 1 && kind != RED_GENERIC && a0->dtype == in->shape.dtype &&
         !(kind == RED_AND || kind == RED_OR || kind == RED_XOR ? is_float(a0->dtype) : false) &&
         is_arithmetic(a0->dtype)) {

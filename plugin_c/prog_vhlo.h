@@ -48,6 +48,7 @@ bool same_dims(const prog_shape* a, const prog_shape* b);
 void check(vh* v, bool ok, const char* what);
 void check_dims_list(vh* v, const int64_t* d, int n, int rank, bool distinct);
 bool is_float(prog_dtype t);
+bool is_complex(prog_dtype t);
 bool is_arithmetic(prog_dtype t);
 const prog_shape* operand(lowering* L, int k);
 void expect_operands(lowering* L, int n);

@@ -306,7 +306,7 @@ static void lower_scatter(lowering* L, prog_insn* in) {
   for (int k = 0; k < n; k++) types[k] = *operand(L, k);
   check_region_args(v, &in->sub[0], scalars(v, types, n, 2), 2 * n, "scatter update computation arguments");
   check_region_results(v, &in->sub[0], scalars(v, types, n, 1), n, "scatter update computation results");
-  in->iarg2 = n == 1 ? vh_region_kind(v, &in->sub[0]) : RED_GENERIC;
+  in->iarg2 = n == 1 && !is_complex(a->dtype) ? vh_region_kind(v, &in->sub[0]) : RED_GENERIC;
   /* `x.at[i].set(y)`: the body returns its second argument */
   const prog_func* body = &in->sub[0];
   if (n == 1 && body->num_insns == 0 && body->results[0] == body->first_arg + 1) in->iarg2 = -1;
@@ -391,8 +391,8 @@ static void lower_reduce_window(lowering* L, prog_insn* in) {
   regions(L, in, 1);
   check_region_args(v, &in->sub[0], scalars(v, types, n, 2), 2 * n, "reduce_window body arguments");
   check_region_results(v, &in->sub[0], scalars(v, types, n, 1), n, "reduce_window body results");
-  in->iarg2 = n == 1 && operand(L, 0)->dtype == types[0].dtype ? vh_region_kind(v, &in->sub[0])
-                                                               : RED_GENERIC;
+  in->iarg2 = n == 1 && operand(L, 0)->dtype == types[0].dtype && !is_complex(types[0].dtype)
+                  ? vh_region_kind(v, &in->sub[0]) : RED_GENERIC;
 }
 
 static void lower_convolution(lowering* L, prog_insn* in) {
@@ -404,7 +404,7 @@ static void lower_convolution(lowering* L, prog_insn* in) {
   check(v, r >= 2 && k->rank == r && in->shape.rank == r, "convolution ranks");
   for (int t = 0; t < 3; t++) {
     prog_dtype dt = t == 0 ? x->dtype : t == 1 ? k->dtype : in->shape.dtype;
-    if (!is_arithmetic(dt) || dt == PROG_PRED)
+    if (!is_arithmetic(dt) || dt == PROG_PRED || is_complex(dt))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(dt), v->op);
   }
   in->op = OP_CONVOLUTION;
@@ -551,6 +551,21 @@ bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
   } else if (strcmp(name, "is_finite_v1") == 0 || strcmp(name, "reduce_precision_v1") == 0 ||
              strcmp(name, "bitcast_convert_v1") == 0) {
     lower_bits(L, in, name);
+  } else if (strcmp(name, "real_v1") == 0 || strcmp(name, "imag_v1") == 0) {
+    expect_operands(L, 1);
+    const prog_shape* a = operand(L, 0);
+    in->op = name[0] == 'r' ? OP_REAL : OP_IMAG;
+    prog_dtype part = a->dtype == PROG_C64 ? PROG_F32 : a->dtype == PROG_C128 ? PROG_F64 : a->dtype;
+    check(v, same_dims(a, &in->shape) && in->shape.dtype == part && is_float(part),
+          "real/imag take complex or float and give the part's type");
+  } else if (strcmp(name, "complex_v1") == 0) {
+    expect_operands(L, 2);
+    const prog_shape *a = operand(L, 0), *b = operand(L, 1);
+    in->op = OP_COMPLEX;
+    check(v, same_dims(a, &in->shape) && same_dims(b, &in->shape) && a->dtype == b->dtype &&
+                 ((a->dtype == PROG_F32 && in->shape.dtype == PROG_C64) ||
+                  (a->dtype == PROG_F64 && in->shape.dtype == PROG_C128)),
+          "complex takes two f32 (f64) parts and gives c64 (c128)");
   } else if (strcmp(name, "get_dimension_size_v1") == 0) {
     expect_operands(L, 1);
     int64_t d = attr_int(v, need(v, op, "dimension"));

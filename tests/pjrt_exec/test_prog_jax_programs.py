@@ -93,4 +93,4 @@ def test_plugin_reports_the_stablehlo_version_it_reads(plugin_library, tmp_path)
         "jax.devices('dumpref')\n"
         "print('VERSION', xla_bridge.get_backend('dumpref').stablehlo_current_version)\n")
     done = run_jax(script, plugin_library, timeout=300)
-    assert "VERSION [1, 9, 0]" in done.stdout, done.stderr[-2000:]
+    assert "VERSION [1, 10, 0]" in done.stdout, done.stderr[-2000:]

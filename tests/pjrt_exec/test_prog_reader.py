@@ -21,7 +21,7 @@ def reader(folder):
 @pytest.mark.parametrize("case", pa.CORPUS_CASES)
 def test_reader_runs_captured_artifact(reader, folder, case):
     data, ins, expected = pa.load_case(folder, case)
-    assert data[:4] == b"ML\xefR" and b"StableHLO_v1.9.0" in data[:32]
+    assert data[:4] == b"ML\xefR" and b"StableHLO_v1.10.0" in data[:32]
     p, code, message = reader.parse(data)
     assert p is not None, (code, message)
     try:
