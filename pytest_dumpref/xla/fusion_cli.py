@@ -68,8 +68,7 @@ def _print(report) -> None:
         for k, r in enumerate(rows, 1):
             mark = " " if r["agree"] else "*"
             print(f"{mark} {k:>4}  {r['producer']:<{w[0]}}  {r['consumer']:<{w[1]}}  "
-                  f"{_cell(r['compiler'], 44):<44}  "
-                  f"{'same' if r['agree'] else _cell(r['predicted'], 60)}")
+                  f"{_cell(r['compiler'], 44):<44}  {_cell(r['predicted'], 44)}")
         print(f"{m.agreed} of {len(m.log)} decisions predicted"
               + ("" if m.agreed == len(m.log) == len(rows) else
                  f" (* marks a difference; {len(rows)} rows)"))

@@ -41,7 +41,6 @@ dependencies, compiler fuel, and the multi-output fusion pass that runs only whe
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 from .hlo import HloComputation, HloModule, Instruction, Shape
@@ -123,7 +122,7 @@ class FusionModelError(ValueError):
 class Node:
     """An instruction of a computation being fused; ``fused`` is set for fusion instructions."""
     __slots__ = ("name", "opcode", "shape", "operands", "users", "inst", "kind", "fused",
-                 "origin", "removed", "max_reduce")
+                 "origin", "max_reduce")
 
     def __init__(self, name, opcode, shape, inst=None, kind=None):
         self.name, self.opcode, self.shape, self.inst, self.kind = name, opcode, shape, inst, kind
@@ -131,7 +130,6 @@ class Node:
         self.users: list[Node] = []
         self.fused: FusedComputation | None = None
         self.origin = name          # for a fusion the pass made: the consumer it grew from
-        self.removed = False
         self.max_reduce = False     # a reduce whose region's root is maximum (IsMaxReduction)
 
     def attr(self, key, default=None):
@@ -143,12 +141,12 @@ class Node:
 
 class Clone:
     """An instruction inside a fused computation: operands are Clones or ``("param", i)``."""
-    __slots__ = ("name", "opcode", "shape", "operands", "inst", "source")
+    __slots__ = ("name", "opcode", "shape", "operands", "inst", "param_shapes")
 
-    def __init__(self, name, opcode, shape, inst, source=None):
+    def __init__(self, name, opcode, shape, inst, param_shapes):
         self.name, self.opcode, self.shape, self.inst = name, opcode, shape, inst
         self.operands: list = []
-        self.source = source        # the Node it was cloned from (None for a dumped fusion)
+        self.param_shapes = param_shapes   # its fused computation's parameter shapes (shared)
 
 
 @dataclass
@@ -187,7 +185,8 @@ def _bits(s: Shape) -> str:
 
 
 def _shape(op, owner) -> Shape:
-    return op.shape if not isinstance(op, tuple) else owner.fused.params[op[1]]
+    """The shape of an operand; ``("param", i)`` inside a fused computation."""
+    return op.shape if not isinstance(op, tuple) else owner.param_shapes[op[1]]
 
 
 def _is_fusible(n: Node) -> bool:
@@ -269,7 +268,7 @@ def _operand_element_use(n, i: int) -> int:
     if op == "dot":
         if _rank(n.shape) <= 1:
             other = n.operands[1 - i] if len(n.operands) == 2 else None
-            if other is not None and _rank(_shape(other, n) if isinstance(other, tuple) else other.shape) <= 1:
+            if other is not None and _rank(_shape(other, n)) <= 1:
                 return USE
         return REUSE
     if op == "dynamic-update-slice":
@@ -374,13 +373,13 @@ class _Pass:
             if c.opcode == "parameter":
                 params[c.parameter_number] = c.shape
                 continue
-            clones[c.name] = Clone(c.name, c.opcode, c.shape, c)
+            clones[c.name] = Clone(c.name, c.opcode, c.shape, c, params)
         pnum = {p.name: p.parameter_number for p in comp.parameters}
         for c in comp.instructions:
             if c.opcode != "parameter":
                 clones[c.name].operands = [("param", pnum[o]) if o in pnum else clones[o]
                                            for o in c.operands]
-        root = clones.get(comp.root.name) or Clone(comp.root.name, "parameter", comp.root.shape, comp.root)
+        root = clones.get(comp.root.name) or Clone(comp.root.name, "parameter", comp.root.shape, comp.root, params)
         return FusedComputation(root, list(clones.values()), params)
 
     # -- post order (HloComputation::MakeInstructionPostOrder) ----------------------------
@@ -533,8 +532,9 @@ class _Pass:
         """HloInstruction::CreateFusion around ``consumer``, which it replaces."""
         f = Node(name, "fusion", consumer.shape, None, "kLoop")
         f.origin = consumer.origin
-        clone = self._clone(consumer)
-        f.fused = FusedComputation(clone, [clone], [])
+        f.fused = FusedComputation(None, [], [])
+        clone = self._clone(consumer, f.fused)
+        f.fused.root, f.fused.clones = clone, [clone]
         for o in consumer.operands:
             if o not in f.operands:
                 f.operands.append(o)
@@ -551,13 +551,13 @@ class _Pass:
         self._replace(consumer, f)
         return f
 
-    def _clone(self, n: Node) -> Clone:
-        return Clone(n.name, n.opcode, n.shape, n.inst, source=n)
+    @staticmethod
+    def _clone(n: Node, into: FusedComputation) -> Clone:
+        return Clone(n.name, n.opcode, n.shape, n.inst, into.params)
 
     def _replace(self, old: Node, new: Node) -> None:
         items = list(self.nodes.items())
         self.nodes = {(new.name if k == old.name else k): (new if v is old else v) for k, v in items}
-        old.removed = True
 
     def fuse_into(self, fusion: Node, producer: Node) -> None:
         """HloFusionInstruction::FuseInstruction: clone the producer into the fusion, turn its
@@ -566,7 +566,7 @@ class _Pass:
         indexing_users = ev.remove_operand(producer)
         fc = fusion.fused
         k = fusion.operands.index(producer)
-        clone = self._clone(producer)
+        clone = self._clone(producer, fc)
         # the parameter k becomes the clone; later parameters shift down by one
         fusion.operands.pop(k)
         fc.params.pop(k)
@@ -593,7 +593,6 @@ class _Pass:
         for o in dict.fromkeys(n.operands):
             _drop_user(o, n)
         self.nodes.pop(n.name, None)
-        n.removed = True
 
     # -- FusionWrapper (cpu/fusion_wrapper.cc, codegen/emitters/fusion_wrapper_base.cc) ----
     def wrap_leftovers(self) -> None:
