@@ -452,6 +452,21 @@ static void lower_op(lowering* L, prog_insn* in) {
   in->in = op->operands;
   in->num_out = op->num_results;
   in->out = op->first_result;
+  /* Sharding annotations mean nothing on one device.  In a portable artifact an sdy op in a
+   * function body sits between two builtin.unrealized_conversion_casts (VHLO types to builtin
+   * types and back), its value unchanged: all three run as the identity, shapes carried over
+   * from the operand (the builtin types need not be read). */
+  const char* dialect = v->m->dialects[v->m->op_names[op->name].dialect];
+  bool passthrough = (strcmp(dialect, "builtin") == 0 && strcmp(name, "unrealized_conversion_cast") == 0) ||
+                     (strcmp(dialect, "sdy") == 0 && (strcmp(name, "sharding_constraint") == 0 ||
+                                                       strcmp(name, "reshard") == 0));
+  if (passthrough) {
+    check(v, op->num_operands == op->num_results && op->num_results >= 1, "a cast has one result per operand");
+    for (int r = 0; r < op->num_operands; r++) L->f->values[op->first_result + r] = *operand(L, r);
+    in->shape = L->f->values[op->first_result];
+    in->op = OP_IDENTITY;
+    return;
+  }
   for (int r = 0; r < op->num_results; r++) {
     prog_shape s = tensor_type(v, op->result_types[r]);
     if (r == 0) in->shape = s;
