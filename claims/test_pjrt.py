@@ -365,6 +365,12 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
                   "pointer and reads it back through PJRT_Error_GetCode and PJRT_Error_Message, "
                   "then frees it with PJRT_Error_Destroy.")
     assert api.struct_size == api.header_struct_size("PJRT_Api")
+    client = api.create_client()
+    desc = api.call("PJRT_Device_GetDescription", device=api.first_device(client)).device_description
+    attributes = {"plugin": api.call("PJRT_Plugin_Attributes").num_attributes,
+                  "device": api.call("PJRT_DeviceDescription_Attributes",
+                                     device_description=desc).num_attributes}
+    api.destroy_client(client)
     # The reader's recipe, run as written in a folder of its own.
     reader = tmp_path / "reader"
     reader.mkdir()
@@ -391,9 +397,11 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
     shown = json.loads(view.stdout.strip().splitlines()[-1])
     evidence.note(f"jax's view of it: platform {shown['d.platform']!r}, memory kind "
                   f"{shown['d.default_memory().kind']!r} (the file's \"hbm\": the kind is a free "
-                  f"string), repr {shown['repr(d)']!r}; it reports zero plugin and zero device "
-                  "attributes, and jax accepts both.")
+                  f"string), repr {shown['repr(d)']!r}; it reports {attributes['plugin']} plugin "
+                  f"and {attributes['device']} device attributes (asked through cffi), and jax "
+                  "accepts both.")
     assert shown["d.default_memory().kind"] == "hbm"
+    assert attributes == {"plugin": 0, "device": 0}
     evidence.note("How to read it: every entry point takes one args struct; jax fills the inputs "
                   "and struct_size, the plugin fills the fields marked // out in pjrt_c_api.h and "
                   "returns NULL for success or a PJRT_Error* it allocated. The objects behind the "

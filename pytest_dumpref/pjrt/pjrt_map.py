@@ -148,6 +148,9 @@ class LevelMap:
     sufficient: bool                 # passed with everything outside `needed` knocked out
     sufficiency_why: str = ""
     records: list = field(default_factory=list)  # calls.Call per call, in call order
+    # (entry point, input field) whose value differed between runs of the same calls: fields
+    # jax leaves unset, whose bytes are whatever its stack held (set by measure_map)
+    unset: set = field(default_factory=set)
 
     @property
     def needed_names(self) -> list[str]:
@@ -183,8 +186,10 @@ class LevelMap:
                 continue
             calls = [c for c in self.records if c.fn == name]
             sizes = sorted({c.struct_size for c in calls if c.struct_size is not None})
-            inputs = _distinct([{**c.inputs, **{f"*{k}": v for k, v in c.notes.items()}}
-                                for c in calls])
+            inputs = _distinct([{**{k: ("(unset by jax: differs between runs)"
+                                        if (name, k) in self.unset else v)
+                                    for k, v in c.inputs.items()},
+                                 **{f"*{k}": v for k, v in c.notes.items()}} for c in calls])
             outputs = _distinct([c.outputs for c in calls if not c.error])
             answers = sorted({c.error or "OK" for c in calls})
             rows.append({"entry point": name, "calls": len(calls),
@@ -294,6 +299,18 @@ JAX_VIEW_CODE = ("import json\nd = jax.devices('dumpref')[0]\n"
                  + "}))\n")
 
 
+def _unset_inputs(runs: list[list], names: list[str]) -> set:
+    """Input fields of the first call of each entry point in `names` (the device listing, which
+    every run begins with) whose value is not the same in every run."""
+    seen: dict[tuple[str, str], set] = {}
+    for calls in runs:
+        for name in names:
+            first = next((c for c in calls if c.fn == name), None)
+            for k, v in (first.inputs.items() if first else ()):
+                seen.setdefault((name, k), set()).add(str(v))
+    return {key for key, values in seen.items() if len(values) > 1}
+
+
 def measure_jax_view(plugin) -> tuple[dict, list]:
     run = plugin.run_jax(JAX_VIEW_CODE)
     if not run.ok:
@@ -393,6 +410,9 @@ def measure_map(plugin, levels=LEVELS, *, workers: int = 2) -> PjrtMap:
             maps.append(m)
             runs += n
         view, view_calls = measure_jax_view(plugin)
+        unset = _unset_inputs([m.records for m in maps] + [view_calls], maps[0].called)
+        for m in maps:
+            m.unset = unset
         _CACHE[key] = PjrtMap(levels=maps, implemented=implemented, runs=runs + 1,
                               jax_view=view, jax_view_calls=view_calls)
     return _CACHE[key]

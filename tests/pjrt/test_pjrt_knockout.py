@@ -35,3 +35,21 @@ def test_level2_needs_what_level1_needs(pjrt_map):
     """Level 2 starts by listing the device, so what level 1 cannot do without, neither can it."""
     one, two = set(pjrt_map.level(1).needed_names), set(pjrt_map.level(2).needed_names)
     assert one <= two | set(ERROR_CHANNEL), one - two
+
+
+def test_a_failure_at_exit_is_kept_apart_from_a_failure_of_the_level(pjrt_map):
+    """Knocking out PJRT_Client_Destroy lets every check of level 1 pass; the process dies at exit."""
+    m = pjrt_map.level(1)
+    assert [n.entry_point for n in m.needed if n.at_exit] == ["PJRT_Client_Destroy"]
+    assert m.tier("PJRT_Client_Destroy") == "needed (at exit)"
+
+
+@pytest.mark.parametrize("number", [lv.number for lv in LEVELS])
+def test_every_called_entry_point_has_one_tier(pjrt_map, number):
+    m = pjrt_map.level(number)
+    rows = m.tier_table()
+    assert [r["entry point"] for r in rows] == m.called
+    needed = {r["entry point"] for r in rows if r["tier"].startswith("needed")}
+    assert needed == set(m.needed_names) | (set(ERROR_CHANNEL) & set(m.called))
+    fill = m.fill_table()
+    assert [r["entry point"] for r in fill] == m.called and all(r["calls"] for r in fill)
