@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import re
+from itertools import chain
 
 __all__ = [
     "HloParseError", "Shape", "Instruction", "HloComputation", "HloModule",
@@ -428,7 +429,7 @@ class Instruction:
         self.operands = operands
         self.called = called
         self.fusion_kind = fusion_kind
-        self._attr_text = attr_text  # the text after the operand list, without its first ','
+        self._attr_text = attr_text  # the text after the operand list (from its ',')
         self._attrs = None
         self.line = line
         self.is_root = is_root
@@ -440,8 +441,11 @@ class Instruction:
     def attrs(self) -> dict:
         if self._attrs is None:
             attrs: dict[str, str] = {}
-            if self._attr_text:
-                for item in _split_top(self._attr_text):
+            text = self._attr_text
+            if text and text[0] == ",":
+                text = text[1:]
+            if text and text.strip():
+                for item in _split_top(text):
                     key, _, value = item.partition("=")
                     attrs[key.strip()] = value.strip()
             self._attrs = attrs
@@ -577,6 +581,99 @@ def _set_attributes(inst: Instruction, rest: str, pos: int) -> None:
         inst.fusion_kind = m.group(1) if m else None
 
 
+# A whole single-line instruction in one match, the form of nearly every line XLA prints:
+# ROOT?, name, shape (an array, or a tuple of arrays with plain layouts), opcode, the
+# operand text (no parentheses or strings inside) and the rest of the line.
+_WHOLE_LINE = re.compile(r'[ \t]*(ROOT )?%?([A-Za-z_][\w.\-]*) = '
+                         r'([a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|\([^()]*\)) '
+                         r'([a-z][a-z0-9\-]*)\(([^()"]*)\)(.*)')
+# Opcodes that may name computations they call (XLA accepts calls=/to_apply=/... on these).
+_CALLING_OPCODES = frozenset("""
+fusion call while conditional custom-call reduce reduce-window map sort scatter
+select-and-scatter all-reduce all-reduce-start reduce-scatter async-start async-update
+async-done scan topk
+""".split())
+
+
+def _called_of(attr_text: str) -> list:
+    called = []
+    for m in _CALLED.finditer(attr_text):
+        value = m.group(2)
+        if value[0] == "{":
+            called.extend(v.strip().lstrip("%") for v in value[1:-1].split(",") if v.strip())
+        else:
+            called.append(value.lstrip("%"))
+    return called
+
+
+_SHAPE_CACHE: dict = {}
+# opcode -> 0 (not an opcode), 1 (plain), 2 (constant/parameter: no operand names),
+# 3 (may call computations); filled on first sight of each opcode text
+_OPCODE_KIND: dict = {}
+
+
+def _opcode_kind(opcode: str) -> int:
+    kind = _OPCODE_KIND.get(opcode)
+    if kind is None:
+        if not _known_opcode(opcode):
+            kind = 0
+        elif opcode in _NON_OPERAND_OPCODES:
+            kind = 2
+        elif opcode in _CALLING_OPCODES or opcode.endswith(("-start", "-update", "-done")):
+            kind = 3
+        else:
+            kind = 1
+        _OPCODE_KIND[opcode] = kind
+    return kind
+
+
+def _from_whole_line(m, raw: str):
+    """The Instruction of a line ``_WHOLE_LINE`` matched, or None: the general parser then
+    reads it (and reports what is wrong with it, if anything)."""
+    root, name, shape_text, opcode, ops, rest = m.groups()
+    kind = _OPCODE_KIND.get(opcode) or _opcode_kind(opcode)
+    if not kind:
+        return None
+    shape = _SHAPE_CACHE.get(shape_text)
+    if shape is None:
+        try:
+            shape = _SHAPE_CACHE[shape_text] = parse_shape(shape_text)
+        except ValueError:
+            return None
+    parameter_number = None
+    if kind == 2:
+        operands = []
+        if opcode == "parameter":
+            if not ops.isdigit():
+                return None
+            parameter_number = int(ops)
+    elif not ops:
+        operands = []
+    elif ops[0] == "%":  # as XLA prints them: "%a, %b"
+        operands = ops[1:].split(", %")
+        if len(operands) != ops.count(",") + 1 or ops.count(" ") != len(operands) - 1 \
+                or "#" in ops:
+            return None
+    elif "[" in ops or "{" in ops or "#" in ops:
+        return None
+    else:
+        operands = ops.replace("%", "").replace(" ", "").replace("\t", "").split(",")
+        if "" in operands:
+            return None
+    called = []
+    fusion_kind = None
+    if rest:
+        if rest[0] != ",":
+            return None
+        if kind == 3:  # XLA accepts calls=, to_apply= ... on these opcodes only
+            called = _called_of(rest)
+            if opcode == "fusion":
+                k = _KIND.search(rest)
+                fusion_kind = k.group(1) if k else None
+    return Instruction(name, opcode, shape, operands, called, fusion_kind, rest, raw,
+                       root is not None, parameter_number, ops)
+
+
 def _instructions_of(text: str) -> list:
     """Parse one instruction's text; return it and any nested ones (those first).
 
@@ -613,7 +710,7 @@ class HloComputation:
                  "memo", "line_offsets", "inlined")
 
     def __init__(self, name: str, instructions: list, root: Instruction, is_entry: bool,
-                 header: str, line_offsets: tuple = ()):
+                 header: str, line_offsets=(), callees: list | None = None):
         self.name = name
         self.instructions = instructions
         self.root = root
@@ -623,7 +720,8 @@ class HloComputation:
         # line of each instruction, counted from the computation's header line
         self.line_offsets = line_offsets
         # names of the computations its instructions call, in order of first use
-        self.callees = list(dict.fromkeys(c for i in instructions for c in i.called))
+        self.callees = list(dict.fromkeys(chain.from_iterable(i.called for i in instructions))) \
+            if callees is None else callees
         # results that analyses derive from this computation's text alone (it is shared
         # between modules parsed from identical text, so such results can be reused)
         self.memo: dict = {}
@@ -710,6 +808,7 @@ def clear_cache() -> None:
     """Forget cached computations and lines (memory is bounded anyway; for benchmarks)."""
     _BLOCK_CACHE.clear()
     _LINE_CACHE.clear()
+    _SHAPE_CACHE.clear()
     parse_shape.cache_clear()
 
 
@@ -757,7 +856,8 @@ def parse_module(text: str, *, source: str | None = None) -> HloModule:
             while i < n and lines[i].strip():
                 i += 1
             continue
-        if not stripped.endswith("{") or not _COMPUTATION_HEADER.match(stripped):
+        header_match = _COMPUTATION_HEADER.match(stripped) if stripped.endswith("{") else None
+        if header_match is None:
             if not seen_anything:
                 raise HloParseError(f"not HLO text: expected 'HloModule <name>' or a "
                                     f"computation, found {stripped[:60]!r}", source=source,
@@ -766,13 +866,18 @@ def parse_module(text: str, *, source: str | None = None) -> HloModule:
                                 source=source, line=i + 1,
                                 column=len(lines[i]) - len(lines[i].lstrip()) + 1)
         seen_anything = True
-        end = _block_end_guess(lines, i)
-        comp = _BLOCK_CACHE.get("\n".join(lines[i:end + 1])) if end > 0 else None
+        guess = _block_end_guess(lines, i)
+        key = "\n".join(lines[i:guess + 1]) if guess > 0 else None
+        comp = _BLOCK_CACHE.get(key) if guess > 0 else None
+        end = guess
+        if comp is None and guess > 0:
+            comp = _read_block(key, guess - i - 1, stripped, header_match, source, i)
+            if comp is not None:
+                _BLOCK_CACHE[key] = comp
         if comp is None:
-            items, end = _scan_computation(lines, i, source)
-            comp = _parse_computation(lines, i, items, source)
+            comp, end = _read_computation(lines, i, source)
             if not comp.inlined:  # those are renamed per module: not shared
-                _BLOCK_CACHE["\n".join(lines[i:end + 1])] = comp
+                _BLOCK_CACHE[key if end == guess else "\n".join(lines[i:end + 1])] = comp
         if comp.inlined:
             _add_inlined(comp, computations, comp_lines, i + 1)
         if comp.name in computations:
@@ -827,7 +932,13 @@ def _add_inlined(comp: HloComputation, computations: dict, comp_lines: dict, lin
 
 
 def _block_end_guess(lines: list, start: int) -> int:
-    """The first line after ``start`` that begins with '}' (usually the closing one), or -1."""
+    """The line that most likely closes the computation opened at ``start`` (the first one
+    that is exactly '}', as XLA prints it, else the first that begins with '}'), or -1.
+    Only a guess: a computation found under that text in the block cache is the one."""
+    try:
+        return lines.index("}", start + 1)
+    except ValueError:
+        pass
     for i in range(start + 1, len(lines)):
         raw = lines[i]
         if raw[:1] == "}" or raw.lstrip()[:1] == "}":
@@ -835,103 +946,228 @@ def _block_end_guess(lines: list, start: int) -> int:
     return -1
 
 
-def _scan_computation(lines: list, start: int, source):
-    """The instructions of the computation whose header is at ``start``, as
-    [line index, text, cached Instruction or None] (an instruction over several lines
-    joined into one text, newlines kept), and the index of the closing line."""
+def _read_computation(lines: list, start: int, source):
+    """Parse the computation whose header is at ``lines[start]``; return it and the index of
+    its closing line.
+
+    Most lines are whole instructions, read by one match (or found in the line cache); an
+    instruction over several lines (attributes, a literal, a bare trailing comma, a
+    computation written inline) is joined, newlines kept, and read by the general parser.
+    """
     cache = _LINE_CACHE
-    items: list = []
-    depth = 0  # brackets the instruction being continued leaves open
+    cache_get = cache.get
+    whole = _WHOLE_LINE.match
+    insts: list = []    # Instruction, or None for one the general parser reads
+    texts: list = []    # None, or the text of that instruction
+    index: list = []    # the line each starts on
+    slow = False
+    depth = 0           # brackets the instruction being continued leaves open
+    open_item = False   # the last instruction goes on below (open brackets, trailing ',')
     i, n = start + 1, len(lines)
+    end = -1
     while i < n:
         raw = lines[i]
-        inst = cache.get(raw)
-        if inst is not None and depth <= 0:
-            items.append([i, raw, inst])
-            i += 1
-            continue
+        if not open_item:
+            inst = cache_get(raw)
+            if inst is None and not raw.endswith((",", "{", "(")):
+                m = whole(raw)
+                if m is not None:
+                    inst = _from_whole_line(m, raw)
+                    if inst is not None:
+                        cache[raw] = inst
+            if inst is not None:
+                insts.append(inst)
+                texts.append(None)
+                index.append(i)
+                i += 1
+                continue
         s = raw.strip()
-        if not s:
-            i += 1
-            continue
-        if depth > 0:
-            items[-1][1] += "\n" + raw
-            depth += _open_brackets(raw)
-        elif not items:
-            if s[0] == "}":
-                return items, i
-            items.append([i, raw, None])
-        else:
-            prev = items[-1][1]
-            if prev[-1:] in (",", "{") or s[0] == "," or (
-                    not _FAST_LINE.match(raw) and _open_brackets(prev) > 0):
-                # the instruction above goes on here (attributes, a literal, a bare comma,
-                # a computation written inline)
-                items[-1][1] = prev + "\n" + raw
-                items[-1][2] = None
-                depth = _open_brackets(items[-1][1])
-            elif s[0] == "}":
-                return items, i
-            elif _INSTRUCTION_START.match(raw) or _FAST_LINE.match(raw):
-                items.append([i, raw, None])
-            else:
-                items[-1][1] = prev + "\n" + raw
-                items[-1][2] = None
         i += 1
-    m = _COMPUTATION_HEADER.match(lines[start].strip())
-    last = n
-    while last > 1 and not lines[last - 1].strip():
-        last -= 1
-    raise HloParseError(f"file ends inside computation {m.group(2)} (opened at line "
-                        f"{start + 1}): truncated?", source=source, line=last)
-
-
-def _parse_computation(lines: list, start: int, items: list, source) -> HloComputation:
+        if not s:
+            continue
+        if open_item:
+            texts[-1] += "\n" + raw
+            depth += _open_brackets(raw)
+            open_item = depth > 0 or s.endswith((",", "{", "("))
+            continue
+        if s[0] == "," and insts:
+            continued = True
+        elif s[0] == "}":
+            if texts and texts[-1] is not None and _open_brackets(texts[-1]) > 0:
+                continued = True
+            else:
+                end = i - 1
+                break
+        elif _INSTRUCTION_START.match(raw):
+            continued = False
+        else:
+            continued = bool(insts)
+        if continued:
+            if texts[-1] is None:
+                texts[-1] = insts[-1].line
+                insts[-1] = None
+            texts[-1] += "\n" + raw
+            depth = _open_brackets(texts[-1])
+        else:
+            insts.append(None)
+            texts.append(raw)
+            index.append(i - 1)
+            # brackets left open count only where the line says it goes on (a shape cut
+            # short, f32[ , is an error in the line, not a continuation)
+            depth = _open_brackets(raw) if s.endswith((",", "{", "(", "[")) else 0
+        slow = True
+        open_item = depth > 0 or s.endswith((",", "{", "("))
+    if end < 0:
+        m = _COMPUTATION_HEADER.match(lines[start].strip())
+        last = n
+        while last > 1 and not lines[last - 1].strip():
+            last -= 1
+        raise HloParseError(f"file ends inside computation {m.group(2)} (opened at line "
+                            f"{start + 1}): truncated?", source=source, line=last)
     header = lines[start].strip()
     m = _COMPUTATION_HEADER.match(header)
     name, is_entry = m.group(2), m.group(1) is not None
-    cache = _LINE_CACHE
-    instructions: list[Instruction] = []
-    offsets: list[int] = []
-    needs_resolve = False
     comp_inline: list = []
-    for index, raw, inst in items:
-        if inst is not None:
-            instructions.append(inst)
-            offsets.append(index - start)
-            continue
-        inline = []
-        if "={" in raw and _INLINE_COMPUTATION.search(raw):
-            raw, inline = _extract_inline(raw, index + 1, source)
-        try:
-            parsed = _instructions_of(raw)
-        except _LineError as e:
-            col = e.offset + 1
-            raise HloParseError(str(e), source=source, line=index + 1,
-                                column=col if col <= len(lines[index]) + 1 else None) from None
-        if inline:
-            comp_inline += [(c, parsed[-1]) for c in inline]
-        elif len(parsed) == 1 and parsed[0].shape is not None:
-            cache[raw] = parsed[0]
-        else:
-            needs_resolve = True
-        instructions.extend(parsed)
-        offsets.extend([index - start] * len(parsed))
+    needs_resolve = False
+    if slow:
+        instructions: list = []
+        offsets: list = []
+        for inst, text, line in zip(insts, texts, index):
+            if inst is not None:
+                instructions.append(inst)
+                offsets.append(line - start)
+                continue
+            inline = []
+            if "={" in text and _INLINE_COMPUTATION.search(text):
+                text, inline = _extract_inline(text, line + 1, source)
+            try:
+                parsed = _instructions_of(text)
+            except _LineError as e:
+                col = e.offset + 1
+                raise HloParseError(str(e), source=source, line=line + 1,
+                                    column=col if col <= len(lines[line]) + 1 else None) \
+                    from None
+            if inline:
+                comp_inline += [(c, parsed[-1]) for c in inline]
+            elif len(parsed) == 1 and parsed[0].shape is not None:
+                cache[text] = parsed[0]
+            else:
+                needs_resolve = True
+            instructions.extend(parsed)
+            offsets.extend([line - start] * len(parsed))
+    else:
+        instructions = insts
+        offsets = [k - start for k in index]
+    comp = _make_computation(name, is_entry, header, instructions, offsets, needs_resolve,
+                             source, start)
+    comp.inlined = comp_inline
+    return comp, end
+
+
+def _make_computation(name, is_entry, header, instructions, offsets, needs_resolve, source,
+                      start, roots=None, callees=None) -> HloComputation:
     if not instructions:
         raise HloParseError(f"computation {name} has no instructions", source=source,
                             line=start + 1, column=1)
     if needs_resolve:
         instructions = _resolve(instructions, name, source, start, offsets)
-    roots = [k for k, x in enumerate(instructions) if x.is_root]
+    if roots is None:
+        roots = [k for k, x in enumerate(instructions) if x.is_root]
     if len(roots) > 1:
         raise HloParseError(f"more than one ROOT in computation {name}", source=source,
                             line=start + 1 + offsets[roots[1]], column=1)
     # XLA's convention: without a ROOT line the last instruction is the root
     root = instructions[roots[0]] if roots else instructions[-1]
-    comp = HloComputation(name, instructions, root, is_entry, header, tuple(offsets))
-    comp.inlined = comp_inline
+    comp = HloComputation(name, instructions, root, is_entry, header, offsets, callees)
     _check_operands(comp, source, start)
     return comp
+
+
+# Every instruction line of a computation's text at once (one C pass), in the form XLA
+# prints: the whole line, ROOT?, name, shape, opcode, operands ("%a, %b", or the text of a
+# constant or parameter), and the attributes (empty, or from ',' to a last character that
+# does not open anything, so that the instruction ends on that line).
+_BLOCK_LINES = re.compile(r'\n([ \t]*(ROOT )?%?([A-Za-z_][\w.\-]*) = '
+                          r'([a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?|\([^()]*\)) '
+                          r'([a-z][a-z0-9\-]*)\((%[\w.\-]+(?:, %[\w.\-]+)*|[^()"%]*)\)'
+                          r'((?:,.*[^,{(\s])?))(?=\n)')
+
+
+def _read_block(block: str, n_lines: int, header: str, header_match, source, start: int):
+    """The computation of ``block`` (its text, header to closing '}', ``n_lines`` lines
+    between them) when every line between is one whole instruction as XLA prints them;
+    None otherwise (the line-by-line reader then takes it)."""
+    found = _BLOCK_LINES.findall(block)
+    if len(found) != n_lines:
+        return None
+    cache = _LINE_CACHE
+    cache_get = cache.get
+    kinds = _OPCODE_KIND
+    shapes = _SHAPE_CACHE
+    instructions: list = []
+    append = instructions.append
+    roots = []
+    callees = []
+    for raw, root, name, shape_text, opcode, ops, rest in found:
+        inst = cache_get(raw)
+        if inst is None:
+            kind = kinds.get(opcode) or _opcode_kind(opcode)
+            shape = shapes.get(shape_text)
+            if shape is None:
+                try:
+                    shape = shapes[shape_text] = parse_shape(shape_text)
+                except ValueError:
+                    return None
+            if kind == 1:
+                if ops[:1] == "%":
+                    operands = ops[1:].split(", %")
+                elif ops:  # names without '%', as jax's as_text() prints them
+                    operands = ops.split(", ")
+                    if ops.count(" ") != len(operands) - 1 or ops.count(",") != ops.count(" "):
+                        return None
+                else:
+                    operands = []
+                inst = Instruction(name, opcode, shape, operands, [], None, rest, raw,
+                                   root != "", None, ops)
+            elif kind == 2:
+                number = None
+                if opcode == "parameter":
+                    if not ops.isdigit():
+                        return None
+                    number = int(ops)
+                inst = Instruction(name, opcode, shape, [], [], None, rest, raw, root != "",
+                                   number, ops)
+            elif kind == 3:
+                if ops[:1] == "%":
+                    operands = ops[1:].split(", %")
+                elif ops:
+                    operands = ops.split(", ")
+                    if ops.count(" ") != len(operands) - 1 or ops.count(",") != ops.count(" "):
+                        return None
+                else:
+                    operands = []
+                fusion_kind = None
+                if rest:
+                    called = _called_of(rest)
+                    if opcode == "fusion":
+                        k = _KIND.search(rest)
+                        fusion_kind = k.group(1) if k else None
+                else:
+                    called = []
+                inst = Instruction(name, opcode, shape, operands, called, fusion_kind, rest,
+                                   raw, root != "", None, ops)
+            else:
+                return None
+            cache[raw] = inst
+        if root:
+            roots.append(len(instructions))
+        if inst.called:
+            callees += inst.called
+        append(inst)
+    m = header_match
+    return _make_computation(m.group(2), m.group(1) is not None, header, instructions,
+                             range(1, n_lines + 1), False, source, start, roots,
+                             list(dict.fromkeys(callees)))
 
 
 _INLINE_COMPUTATION = re.compile(r"(?:^|[\s,])(?:" + "|".join(_CALLING_ATTRS) +
@@ -954,8 +1190,7 @@ def _extract_inline(text: str, line: int, source):
             raise HloParseError("unterminated computation written inline", source=source,
                                 line=line)
         inner = ["_ {"] + text[open_pos + 1:close].split("\n") + ["}"]
-        items, _ = _scan_computation(inner, 0, source)
-        comp = _parse_computation(inner, 0, items, source)
+        comp, _ = _read_computation(inner, 0, source)
         comp.name = f"{_INLINE_NAME}{id(comp)}"
         found.append(comp)
         text = text[:open_pos] + "%" + comp.name + text[close + 1:]
@@ -1020,6 +1255,10 @@ def _check_operands(comp: HloComputation, source, start: int) -> None:
                                     f"{comp.name}", source=source,
                                     line=start + 1 + comp.line_offsets[k])
             seen.add(inst.name)
+    used = set(chain.from_iterable(i.operands for i in comp.instructions))
+    if used.issubset(by_name):
+        comp._by_name = by_name
+        return
     for k, inst in enumerate(comp.instructions):
         for op in inst.operands:
             if op not in by_name:
