@@ -354,6 +354,15 @@ class _Rules:
         return result
 
     def _fusion(self, inst: Instruction, fused: HloComputation):
+        if inst.fusion_kind == "kCustom":
+            # a custom fusion with a gather or scatter inside is counted as that one
+            # instruction (its own shapes, inside the fusion), nothing else
+            for x in fused.instructions:
+                if x.opcode in ("gather", "scatter"):
+                    n = self.terms(fused, x)[0]
+                    details = {"output": [], "constants": [], "operands": [], "terms": [n],
+                               "custom": (x.opcode, x.name, n)}
+                    return n, details
         root = fused.root
         # "terms": every amount in the order HandleFusion adds it (for its float32 total)
         details = {"output": [], "constants": [], "operands": [], "terms": []}
@@ -716,14 +725,16 @@ _RULE_REASONS = {
     "triangular-solve": "XLA counts half of the triangular matrix as read",
     "infeed": "XLA counts only the data written, not the token",
     "outfeed": "XLA counts only the data read (every array of its operands), no result",
+    "async-start": "XLA counts the work of the computation it starts; here it is a kernel "
+                   "that reads its operands and writes its result",
 }
 
 
 def _generic_reason(comp: HloComputation, inst: Instruction) -> str:
     """Why this instruction's bytes differ between the spill-style model and XLA's rules."""
     op = inst.opcode
-    rule = _RULE_REASONS.get(op) or (_RULE_REASONS["custom-call"] if
-                                     wrapped_opcode(op) == "custom-call" else None)
+    rule = _RULE_REASONS.get(op) or (_RULE_REASONS["custom-call"] if op.endswith("-start")
+                                     and wrapped_opcode(op) == "custom-call" else None)
     if rule:
         return f"{op}: {rule}"
     parts = []
@@ -862,6 +873,10 @@ class _Builder:
 
     def _fusion_reason(self, comp: HloComputation, inst: Instruction) -> str | None:
         _, details = self.rules.fusion(inst)
+        if "custom" in details:
+            op, name, n = details["custom"]
+            return (f"fusion kCustom: XLA counts only the {op} {name} inside it ({n:g} bytes): "
+                    f"{_RULE_REASONS[op]}")
         parts = []
         for n, (pnum, read, whys) in enumerate(details["operands"]):
             operand = comp.instruction(inst.operands[pnum])
