@@ -1186,7 +1186,7 @@ def _read_block(block: str, n_lines: int, header: str, header_match, source, sta
 
 _INLINE_COMPUTATION = re.compile(r"(?:^|[\s,])(?:" + "|".join(_CALLING_ATTRS) +
                                  r")=\{\s*(?:ROOT\s+)?%?[A-Za-z_][\w.\-]*\s*=")
-_INLINE_NAME = "\x00inline"
+_INLINE_NAME = "__dumpref_inline_computation_"
 
 
 def _extract_inline(text: str, line: int, source):
