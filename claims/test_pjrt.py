@@ -301,8 +301,10 @@ def test_what_jax_sends_and_shows(pjrt_plugin, pjrt_map, evidence):
 @pytest.mark.claim("One-line edits of the minimal plugin measure the rules the map states: a NULL "
                    "slot that jax calls kills the host process with SIGSEGV, a NULL slot it never "
                    "calls is harmless, PJRT_Buffer_ToHostBuffer must hand back an event while "
-                   "PJRT_Client_BufferFromHostBuffer may hand back none, and the memory kind may be "
-                   "any string.", section="pjrt")
+                   "PJRT_Client_BufferFromHostBuffer may hand back none, the table's API version "
+                   "must be jax's major and not older than its minimum minor, while the table's "
+                   "struct_size goes unchecked, and the memory kind may be any string.",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method="one-line edit of plugin_c/minimal/minimal.c, "
                         "built and run on a level snippet in a subprocess, registered by PJRT_NAMES_AND_LIBRARY_PATHS")
 def test_rules_measured_by_one_line_edits(pjrt_plugin, evidence, tmp_path):
@@ -319,6 +321,10 @@ def test_rules_measured_by_one_line_edits(pjrt_plugin, evidence, tmp_path):
     assert not results["ToHostBuffer without its event"].passed
     assert results["BufferFromHostBuffer without its event"].passed
     assert results["memory kind 'any name at all'"].passed
+    assert "older than the minimum supported version" in results["API version 0.0"].why
+    assert "major version" in results["API major version 1"].why
+    assert not results["API version 0.0"].passed and not results["API major version 1"].passed
+    assert results["table struct_size 0"].passed
 
 
 # What a reader without this repository types, run here as written (in a folder holding only

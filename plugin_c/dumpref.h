@@ -124,7 +124,9 @@ typedef struct dr_call {
   unsigned char before[DR_TRACE_ARGS_MAX];
   char notes[1024];
   size_t notes_len;
-  struct dr_call* outer; /* a call made from inside this one (a callback), on this thread */
+  struct dr_call* outer; /* the call this one was made from (inside a callback), or NULL */
+  char* pending;         /* records of the calls made inside this one, written after it */
+  size_t pending_len;
 } dr_call;
 
 /* Starts a call's record; true when the entry point is knocked out (the record is written). */

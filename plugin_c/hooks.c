@@ -110,7 +110,7 @@ static void append_hex(char* line, size_t cap, size_t* len, const unsigned char*
   }
 }
 
-static void write_record(const dr_call* c, const void* args_after, const PJRT_Error* result,
+static void write_record(dr_call* c, const void* args_after, const PJRT_Error* result,
                          bool knocked_out) {
   char line[DR_TRACE_LINE_MAX];
   size_t len = 0, cap = sizeof line - 2;
@@ -128,8 +128,28 @@ static void write_record(const dr_call* c, const void* args_after, const PJRT_Er
   append(line, cap, &len, ", \"knocked_out\": %s, \"notes\": {%.*s}}", knocked_out ? "true" : "false",
          (int)c->notes_len, c->notes);
   line[len++] = '\n';
-  ssize_t written = write(trace_fd, line, len);
-  (void)written; /* a trace is best effort: the device works without it */
+  if (c->outer != NULL) { /* a call made inside another (a callback): after the outer's record */
+    char* grown = realloc(c->outer->pending, c->outer->pending_len + len);
+    if (grown == NULL) return;
+    memcpy(grown + c->outer->pending_len, line, len);
+    c->outer->pending = grown;
+    c->outer->pending_len += len;
+    return;
+  }
+  /* One write for the record and the calls made inside it: records stay in the order the
+   * calls began, and never interleave with another thread's. */
+  if (c->pending_len == 0) {
+    ssize_t written = write(trace_fd, line, len);
+    (void)written; /* a trace is best effort: the device works without it */
+    return;
+  }
+  char* all = realloc(c->pending, c->pending_len + len);
+  if (all == NULL) return;
+  memmove(all + len, all, c->pending_len);
+  memcpy(all, line, len);
+  c->pending = all;
+  ssize_t written = write(trace_fd, all, c->pending_len + len);
+  (void)written;
 }
 
 bool dr_call_begin(dr_call* c, const char* entry_point, const void* args, size_t header_size,
@@ -139,6 +159,8 @@ bool dr_call_begin(dr_call* c, const char* entry_point, const void* args, size_t
   c->args = args;
   c->size = known_size(args, header_size);
   c->notes_len = 0;
+  c->pending = NULL;
+  c->pending_len = 0;
   c->outer = current_call;
   if (trace_fd >= 0 && c->size > 0) memcpy(c->before, args, c->size);
   if (may_knock_out && disabled(entry_point)) {
@@ -152,6 +174,7 @@ bool dr_call_begin(dr_call* c, const char* entry_point, const void* args, size_t
 void dr_call_end(dr_call* c, const void* args, const PJRT_Error* result) {
   current_call = c->outer;
   if (trace_fd >= 0) write_record(c, args, result, false);
+  free(c->pending);
 }
 
 void dr_trace_note(const char* key, const char* fmt, ...) {

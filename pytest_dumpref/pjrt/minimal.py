@@ -8,8 +8,9 @@ Study 3's appendix prints the file whole.  Here it is measured, not described:
 - :func:`run_levels` runs level snippets against it, registered the way a reader without this
   package would: ``PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:LIB``;
 - :data:`EDITS` are the experiments the map's rules rest on, each a one-line change of the file
-  (a NULL slot jax calls, a NULL slot it never calls, a host transfer without its event): the
-  edited copy is built and the level run, so each rule is a measurement.
+  (a NULL slot jax calls, a NULL slot it never calls, a host transfer without its event, the
+  table's version and size, the memory kind): the edited copy is built and the level run, so
+  each rule is a measurement.
 """
 from __future__ import annotations
 
@@ -100,6 +101,21 @@ EDITS = (
          "  a->event = &ready;",
          "  a->event = NULL;",
          2),
+    Edit("API version 0.0",
+         "the table's pjrt_api_version must not be older than the minimum jax supports",
+         "                         .major_version = PJRT_API_MAJOR, .minor_version = PJRT_API_MINOR},",
+         "                         .major_version = PJRT_API_MAJOR, .minor_version = 0},",
+         1),
+    Edit("API major version 1",
+         "the table's major version must be jax's",
+         "                         .major_version = PJRT_API_MAJOR, .minor_version = PJRT_API_MINOR},",
+         "                         .major_version = 1, .minor_version = PJRT_API_MINOR},",
+         1),
+    Edit("table struct_size 0",
+         "jax does not check the table's own struct_size",
+         "    .struct_size = PJRT_Api_STRUCT_SIZE,",
+         "    .struct_size = 0,",
+         1),
     Edit("memory kind 'any name at all'",
          "the memory kind is a free string",
          '''static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "hbm"); return OK; }''',
