@@ -32,7 +32,7 @@ EVIDENCE_DIR = "dumpref-evidence"
 # view, so that a reader meets the sentence, its notes and its key figures first.
 NUMBERS_FOLD = 8
 TABLE_FOLD = 6
-EXCERPT_FOLD = 12
+EXCERPT_FOLD = 8
 
 # The one place that says which fields of a write-up legitimately differ between two runs of
 # the same claims, and why.  --dumpref-check accepts any value there and says so; measured
@@ -362,8 +362,8 @@ def _numbers(out: _Out, numbers: list[dict]) -> None:
         body()
 
 
-def _evidence(out: _Out, rec: dict, report_name: str) -> None:
-    items = rec["evidence"]
+def _evidence(out: _Out, rec: dict, report_name: str, skip_notes: set = frozenset()) -> None:
+    items = [i for i in rec["evidence"] if not (i["kind"] == "note" and i["text"] in skip_notes)]
     numbers = [i for i in items if i["kind"] == "number"]
     if numbers:
         out.blank()
@@ -397,23 +397,27 @@ def _evidence(out: _Out, rec: dict, report_name: str) -> None:
                 out.blank()
                 _titled_table(out, f"data plotted in “{item['title']}”", item["header"], item["rows"],
                               item.get("tolerances") or {})
-    files = [i for i in items if i["kind"] == "file"]
-    if files:
-        here = evidence_dir(rec["nodeid"])
-        lead = f"Kept by hash, and left under `{here}/` by the `Reproduce:` command below:"
-        entries = []
-        for item in files:
-            what = "folder" if item.get("is_dir") else "file"
-            where = f"`{here}/{item['where']}`" if item.get("where") else f"`{item.get('name', '')}`"
-            entries.append(f"{what} **{item['title']}**: {where}, sha256 `{item['sha256'][:16]}…`")
+
+
+def _reproduce(out: _Out, rec: dict, report_name: str) -> None:
+    """The command that re-proves one claim, and the hashed evidence it leaves where."""
+    out.add(f"Reproduce: `{reproduce_command(rec['nodeid'], report_name)}`")
+    files = [i for i in rec["evidence"] if i["kind"] == "file"]
+    if not files:
+        return
+    here = evidence_dir(rec["nodeid"])
+    entries = []
+    for item in files:
+        what = "folder" if item.get("is_dir") else "file"
+        where = f"`{here}/{item['where']}`" if item.get("where") else f"`{item.get('name', '')}`"
+        entries.append(f"{what} **{_md_cell(item['title'])}** at {where}, sha256 `{item['sha256'][:16]}…`")
+    if len(entries) == 1:
+        out.add(f"leaves the evidence kept by hash: {entries[0]}.")
+    else:
+        out.add("leaves the evidence kept by hash:")
         out.blank()
-        if len(entries) == 1:
-            out.add(f"{lead} {entries[0]}")
-        else:
-            out.add(lead)
-            out.blank()
-            for e in entries:
-                out.add(f"- {e}")
+        for e in entries:
+            out.add(f"- {e}")
 
 
 # -- the document --------------------------------------------------------------------------
@@ -480,6 +484,12 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
         if head:
             _provenance_table(out, "provenance of every claim in this study", head)
             out.blank()
+        # a note every claim of the study records (what a shared fixture says) is said once, here
+        shared = [i["text"] for i in rs[0]["evidence"] if i["kind"] == "note" and len(rs) > 1
+                  and all(any(j["kind"] == "note" and j["text"] == i["text"] for j in r["evidence"]) for r in rs)]
+        for text in shared:
+            out.text(prose(text))
+            out.blank()
         for r in rs:
             out.claim, out.where = r["nodeid"], "claim"
             out.add(f'<a id="{anchor(r["nodeid"])}"></a>')
@@ -490,9 +500,9 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
             if own:
                 out.blank()
                 _provenance_table(out, "provenance of this claim (the rest as for the study)", own)
-            _evidence(out, r, report_name)
+            _evidence(out, r, report_name, skip_notes=set(shared))
             out.blank()
-            out.add(f"Reproduce: `{reproduce_command(r['nodeid'], report_name)}`")
+            _reproduce(out, r, report_name)
             out.blank()
         out.claim = None
 

@@ -111,7 +111,7 @@ def test_a_visible_sha256_is_checked(rendered):
     digest = re.search(r"sha256 `([0-9a-f]{16})…`", path.read_text()).group(1)
     line = _edit(path, digest, "0" * 16)
     out = _check(rendered).stdout.str()
-    assert f"line {line} (claim test_claims.py::test_profit): differs: the file says 'Kept by hash, and left under `dumpref-evidence/test_profit/` by the `Reproduce:` command below: file **the dump**" in out
+    assert f"line {line} (claim test_claims.py::test_profit): differs: the file says 'leaves the evidence kept by hash: file **the dump** at `dumpref-evidence/test_profit/" in out
 
 
 def test_a_hand_added_claim_fails_the_check(rendered):

@@ -88,8 +88,8 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     assert ("Reproduce: `python -m pytest 'test_claims.py::test_bytes' --dumpref-check=writeup.md "
             "--basetemp=dumpref-evidence/test_bytes -v`") in text
     # hashed evidence says where a reproduction leaves it
-    assert ("Kept by hash, and left under `dumpref-evidence/test_bytes/` by the `Reproduce:` command below: "
-            "file **the dump**: `dumpref-evidence/test_bytes/test_bytes0/dump.txt`, sha256") in text
+    assert ("--basetemp=dumpref-evidence/test_bytes -v`\nleaves the evidence kept by hash: "
+            "file **the dump** at `dumpref-evidence/test_bytes/test_bytes0/dump.txt`, sha256") in text
     # the false claim is never presented as established
     established = text[:text.index("## Not established")]
     assert "This one is not true" not in established
@@ -99,6 +99,32 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     bytes_ = next(i for i in data["claims"]["test_claims.py::test_bytes"]["evidence"] if i.get("name") == "bytes")
     assert (bytes_["value"], bytes_["unit"], bytes_["effective_tolerance"]) == (1048576, "B", None)
     assert data["claims"]["test_claims.py::test_false"]["outcome"] == "failed"
+
+
+def test_a_note_every_claim_of_a_study_records_is_said_once_at_its_head(pytester):
+    pytester.makepyfile(test_notes='''
+import pytest
+P = dict(dtype="f32", shapes={"x": (1,)}, method="m")
+@pytest.fixture
+def built(evidence):
+    evidence.note("Built with: cc -O2 plugin.c")
+@pytest.mark.claim("First")
+@pytest.mark.provenance(**P)
+def test_one(built, evidence):
+    evidence.number("n", 1)
+    evidence.note("Only the first says this.")
+    assert True
+@pytest.mark.claim("Second")
+@pytest.mark.provenance(**P)
+def test_two(built, evidence):
+    evidence.number("n", 2)
+    assert True
+''')
+    pytester.runpytest("--dumpref-report=w.md").assert_outcomes(passed=2)
+    text = (pytester.path / "w.md").read_text().split("<!-- dumpref-data")[0]
+    assert text.count("Built with: cc -O2 plugin.c") == 1
+    assert text.index("Built with") < text.index("### One") < text.index("Only the first says this.")
+    assert pytester.runpytest("--dumpref-check=w.md").ret == 0
 
 
 def test_two_runs_give_the_same_markdown(project):
@@ -153,8 +179,8 @@ def test_a_changed_file_hash_fails_the_check(project, monkeypatch):
     project.runpytest("--dumpref-report=writeup.md")
     monkeypatch.setenv("DUMP_CONTENT", "HloModule m, changed")
     res = project.runpytest("--dumpref-check=writeup.md")
-    line = _line(project.path / "writeup.md", "Kept by hash")
-    assert f"line {line} (claim test_claims.py::test_bytes): differs: the file says 'Kept by hash" in res.stdout.str()
+    line = _line(project.path / "writeup.md", "leaves the evidence kept by hash")
+    assert f"line {line} (claim test_claims.py::test_bytes): differs: the file says 'leaves the evidence" in res.stdout.str()
     assert res.ret == pytest.ExitCode.TESTS_FAILED
 
 
