@@ -33,8 +33,17 @@ class Difference:
         return f"line {self.line} ({part}): {self.message}"
 
 
-def _short(text: str, n: int = 220) -> str:
-    return repr(text if len(text) <= n else text[:n] + "…")
+def _short(text: str, n: int = 220, start: int = 0) -> str:
+    """A line for a message: whole when short, else the part from ``start`` (where it first
+    differs from the line it is compared with, less some context)."""
+    if len(text) <= n:
+        return repr(text)
+    start = max(0, min(start - 60, len(text) - n))
+    return repr(("…" if start else "") + text[start:start + n] + ("…" if start + n < len(text) else ""))
+
+
+def _first_difference(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 # -- one line ------------------------------------------------------------------------------
@@ -127,9 +136,10 @@ def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this 
             if why is None:
                 accepted += acc
             else:
+                at = _first_difference(file_lines[i], fresh[j].text)
                 diffs.append(Difference(i + 1, fresh[j].claim, fresh[j].where,
-                                        f"{why}: the file says {_short(file_lines[i])}; "
-                                        f"{source} produced {_short(fresh[j].text)}"))
+                                        f"{why}: the file says {_short(file_lines[i], start=at)}; "
+                                        f"{source} produced {_short(fresh[j].text, start=at)}"))
         for i in extra:
             ctx = fresh[min(j1, len(fresh) - 1)] if fresh else None
             ctx = last_fresh or ctx

@@ -223,3 +223,15 @@ def test_the_data_block_keeps_one_claim_a_line(rendered):
     data = json.loads(block)
     assert list(data["claims"]) == ["test_claims.py::test_profit"]
     assert sum(1 for ln in block.splitlines() if ln.startswith('"test_claims.py::test_profit"')) == 1
+
+
+def test_a_long_line_is_shown_where_it_differs(rendered):
+    path = rendered.path / "writeup.md"
+    long_note = "The note explains the table above." + " More words." * 40
+    rendered.makepyfile(test_claims=CLAIMS.replace('"The note explains the table above."', repr(long_note)))
+    rendered.runpytest("--dumpref-report=writeup.md")
+    text = path.read_text()
+    at = text.index("More words.", text.index("The note explains the table above.") + 300)
+    path.write_text(text[:at] + "More wards." + text[at + len("More words."):])
+    out = _check(rendered).stdout.str()
+    assert "More wards." in out and "the file says '…" in out
