@@ -252,10 +252,12 @@ class PassChange:
 
     def flops(self) -> tuple[float, float]:
         """(flops before, flops after) from XLA's own HloCostAnalysis."""
-        return _xla_cost(self.before)["flops"], _xla_cost(self.after)["flops"]
+        # HloCostAnalysis leaves out a property that stayed 0 (a module that only moves data)
+        return _xla_cost(self.before).get("flops", 0.0), _xla_cost(self.after).get("flops", 0.0)
 
     def xla_bytes_accessed(self) -> tuple[float, float]:
-        return _xla_cost(self.before)["bytes accessed"], _xla_cost(self.after)["bytes accessed"]
+        return (_xla_cost(self.before).get("bytes accessed", 0.0),
+                _xla_cost(self.after).get("bytes accessed", 0.0))
 
     def excerpt(self, max_lines: int = 8) -> tuple[str, str]:
         """(before, after): the changed lines of each side with one line of context, other
