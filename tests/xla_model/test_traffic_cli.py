@@ -85,3 +85,104 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, scan_dump, kind):
     errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and str(target) in errors[0], r.stderr
     assert r.stdout == ""
+
+
+TRITON_STYLE = """\
+HloModule m
+
+fused {
+  p0 = f32[16]{0} parameter(0)
+  ROOT n = f32[16]{0} negate(p0)
+}
+
+ENTRY main {
+  p = f32[16]{0} parameter(0)
+  ROOT f = f32[16]{0} fusion(p), kind=kCustom,
+    calls=fused
+}
+"""
+
+
+def test_batch_json_one_line_per_file_in_order(tmp_path, scan_dump):
+    """Several files: one JSON object per line, in order; a file that cannot be read gets
+    an 'error' and the run goes on; the exit code says not all succeeded."""
+    triton = tmp_path / "triton_style.hlo"
+    triton.write_text(TRITON_STYLE)
+    missing = tmp_path / "missing.hlo"
+    frob = tmp_path / "frob.hlo"
+    frob.write_text(TRITON_STYLE.replace("negate(p0)", "frobnicate(p0)"))
+    r = run_cli(scan_dump, missing, triton, frob, "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [row["file"] for row in rows] == [str(p) for p in (scan_dump, missing, triton, frob)]
+    assert "error" in rows[1] and str(missing) in rows[1]["error"]
+    assert "error" in rows[3] and f"{frob}:5:23:" in rows[3]["error"] and "frobnicate" in rows[3]["error"]
+    for row in (rows[0], rows[2]):
+        assert "error" not in row
+        assert row["xla"]["bytes_accessed"] == \
+            xla_private.cost_analysis(open(row["file"]).read())["bytes accessed"]
+        explained = sum(d["ours"] - d["xla"] for d in row["discrepancies"])
+        assert row["bytes_accessed"] - explained == row["xla"]["bytes_accessed"]
+        assert all(set(d) >= {"instruction", "ours", "xla", "reason"} for d in row["discrepancies"])
+    # the multi-line fusion calls its computation (it used to call nothing and crash)
+    assert [k["opcode"] for k in rows[2]["kernels"]] == ["fusion"]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 2
+
+
+def test_batch_of_good_files_exits_zero_with_a_table_each(tmp_path, scan_dump):
+    triton = tmp_path / "triton_style.hlo"
+    triton.write_text(TRITON_STYLE)
+    r = run_cli(scan_dump, triton)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("module ") == 2 and r.stdout.count("XLA bytes accessed") == 2
+    assert "\r" not in r.stderr  # no progress bar when stderr is not a terminal
+
+
+def test_progress_bar_on_a_terminal(tmp_path, scan_dump):
+    """With stderr on a terminal (a pty here), a batch draws a bar and clears it."""
+    import os
+    import pty
+    triton = tmp_path / "triton_style.hlo"
+    triton.write_text(TRITON_STYLE)
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([sys.executable, "-m", "pytest_dumpref", "traffic", str(scan_dump),
+                            str(triton), "--no-xla", "--json"],
+                           stdout=subprocess.PIPE, stderr=slave, text=True, timeout=120)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    assert p.returncode == 0
+    assert len(p.stdout.splitlines()) == 2  # the bar never goes to stdout
+    text = seen.decode(errors="replace")
+    assert "\r" in text and "traffic [" in text and "/2" in text
+
+
+def test_progress_bar_draws_only_on_a_terminal():
+    import io
+
+    from pytest_dumpref.xla.progress import ProgressBar
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = ProgressBar(3, "files", stream, min_interval=0)
+        for name in ("a", "b", "c"):
+            bar.step(name)
+        bar.close()
+    assert pipe.getvalue() == ""
+    out = tty.getvalue()
+    assert "files [" in out and "3/3" in out and out.endswith("\r")
