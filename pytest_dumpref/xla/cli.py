@@ -203,6 +203,9 @@ def run_tour(args) -> int:
                       xla=not args.no_xla, progress_stream=sys.stderr)
     except DumpError as e:
         return _fail(str(e))
+    except Exception as e:  # noqa: BLE001 - no traceback reaches a user (issue 11)
+        return _fail(f"{args.folder}: internal error while touring it "
+                     f"({type(e).__name__}: {e}); please report it with the folder")
     failed = [m for m in report["modules"] if "error" in m]
     for m in failed:
         print(f"error: {m['module']}: {m['error']}", file=sys.stderr)
