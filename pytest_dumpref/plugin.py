@@ -75,18 +75,29 @@ def _enable_assertion_pass_hook(config) -> None:
 
 def _claims_for_study_markers(config, cfg) -> None:
     """`pytest -m fusion` with no path: the claims are searched too, since that is where the
-    study markers are.  Only when [tool.dumpref] claims names the claim paths and -m names a
-    configured section; a run given paths searches just those."""
+    study markers are.  Only when [tool.dumpref] claims names the claim paths, no path was
+    given, and -m selects by study: it matches a test marked with a section and not a test
+    with no marker (so `-m "not fusion"` runs what it ran before)."""
     markexpr = config.getoption("markexpr", "") or ""
-    if not cfg.claims or config.args_source == pytest.Config.ArgsSource.ARGS:
+    if not markexpr or not cfg.claims or config.args_source == pytest.Config.ArgsSource.ARGS:
         return
-    names = set(re.findall(r"[A-Za-z_]\w*", markexpr)) - {"and", "or", "not"}
-    if not names & set(cfg.sections):
+    if not _selects_a_study(markexpr, cfg.sections):
         return
     for path in cfg.claims:
         full = config.rootpath / path
         if full.exists() and not any(Path(a).resolve() == full.resolve() for a in config.args):
             config.args.append(str(full))
+
+
+def _selects_a_study(markexpr: str, sections: list[str]) -> bool:
+    try:
+        from _pytest.mark.expression import Expression
+        expr = Expression.compile(markexpr)
+    except Exception:  # noqa: BLE001 - a bad -m is pytest's to report, with its own message
+        return False
+    def matches(markers):
+        return expr.evaluate(lambda name, **kwargs: name in markers)
+    return not matches(set()) and any(matches({s}) for s in sections)
 
 
 def _session(config) -> DumprefSession:

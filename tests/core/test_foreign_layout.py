@@ -81,3 +81,6 @@ def test_the_study_marker_selects_the_claims_when_configured(foreign):
     res.assert_outcomes(passed=1)
     res = foreign.runpytest("tests", "-m", "gelu")  # paths given: just those
     assert res.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    res = foreign.runpytest("-m", "not gelu")  # not a selection by study: testpaths as configured
+    res.assert_outcomes(passed=1)
+    assert "test_gelu" not in res.stdout.str()
