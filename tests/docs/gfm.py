@@ -279,6 +279,14 @@ def anchor_problems(page: Page, name: str) -> list[str]:
             if href.startswith("#") and unquote(href[1:]) not in ids]
 
 
+def contents_problems(page: Page, name: str) -> list[str]:
+    """An explicit anchor (a claim's ``<a id>``) that no link of the page leads to: the contents
+    list misses it."""
+    linked = {unquote(h[1:]) for h, _ in page.links if h.startswith("#")}
+    return [f"{name}: anchor #{a} is linked from nowhere on the page (not in the contents list)"
+            for a in sorted(page.anchors - linked)]
+
+
 def path_problems(page: Page, folder: Path, name: str) -> list[str]:
     out = []
     for what, refs in (("link", page.links), ("image", page.images)):
@@ -302,6 +310,7 @@ def problems(path: Path) -> dict[str, list[str]]:
     return {"tables": table_problems(source, page, name),
             "emphasis": emphasis_problems(page, name),
             "anchors": anchor_problems(page, name),
+            "contents": contents_problems(page, name),
             "paths": path_problems(page, path.parent, name),
             "details": details_problems(page, name)}
 
