@@ -85,4 +85,9 @@ int64_t prog_shape_elements(const prog_shape* shape);
 int prog_run(const prog_program* program, const void* const* inputs, void* const* outputs,
              prog_status* status);
 
+/* Bounds the iterations of any one while loop (0, the default: unbounded).  A program may
+ * loop forever as XLA's would; fuzzers that run mutated programs set a bound, and a loop that
+ * reaches it fails with RESOURCE_EXHAUSTED. */
+void prog_set_loop_limit(int64_t limit);
+
 #endif /* PROG_H */

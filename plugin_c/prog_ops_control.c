@@ -8,6 +8,10 @@
 
 #include "prog_internal.h"
 
+static int64_t loop_limit;  /* set once, before any run (fuzzers) */
+
+void prog_set_loop_limit(int64_t limit) { loop_limit = limit; }
+
 static int run_while(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,
                      void** vals, int depth) {
   int n = in->num_in;
@@ -25,7 +29,11 @@ static int run_while(run_ctx* r, const prog_program* p, const prog_func* f, cons
     else
       memcpy(cur[k], vals[in->in[k]], size);
   }
-  while (code == PROG_OK) {
+  for (int64_t iteration = 0; code == PROG_OK; iteration++) {
+    if (loop_limit > 0 && iteration >= loop_limit) {
+      code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "while loop ran past the iteration limit", in->vhlo_name);
+      break;
+    }
     uint8_t go = 0;
     void* out = &go;
     code = rt_run_region(r, p, cond, vals, (const void* const*)cur, &out, depth);

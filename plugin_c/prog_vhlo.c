@@ -415,6 +415,8 @@ static int lookup(const op_row* rows, const char* name) {
 }
 
 const prog_shape* operand(lowering* L, int k) {
+  if (k < 0 || k >= L->op->num_operands)
+    MALFORMED(L->v, "malformed program: %s has %d operands, needs more", L->v->op, L->op->num_operands);
   int id = L->op->operands[k];
   if (id < 0 || id >= L->f->num_values || !L->defined[id])
     MALFORMED(L->v, "malformed program: %s uses a value before it is defined", L->v->op);
@@ -849,8 +851,10 @@ void vh_lower_region(lowering* L, prog_insn* in, const bc_region* r, prog_func* 
                            sizeof(prog_shape));
   bool* defined = prog_alloc(v->ctx, (size_t)(sub->num_values > 0 ? sub->num_values : 1),
                              sizeof(bool));
-  memcpy(sub->values, parent->values, (size_t)base * sizeof(prog_shape));
-  memcpy(defined, L->defined, (size_t)base * sizeof(bool));
+  if (base > 0) {
+    memcpy(sub->values, parent->values, (size_t)base * sizeof(prog_shape));
+    memcpy(defined, L->defined, (size_t)base * sizeof(bool));
+  }
   for (int k = 0; k < b->num_args; k++) {
     check(v, b->arg_values[k] == base + k && base + k < sub->num_values, "region argument numbering");
     sub->values[base + k] = tensor_type(v, b->arg_types[k]);
@@ -866,7 +870,7 @@ void vh_lower_region(lowering* L, prog_insn* in, const bc_region* r, prog_func* 
   for (int k = 0; k < sub->num_insns; k++) extra += sub->insns[k].num_in + sub->insns[k].num_cap;
   extra += sub->num_results;
   int* cap = prog_alloc(v->ctx, (size_t)(in->num_cap + extra + 1), sizeof(int));
-  memcpy(cap, in->cap, (size_t)in->num_cap * sizeof(int));
+  if (in->num_cap > 0) memcpy(cap, in->cap, (size_t)in->num_cap * sizeof(int));
   int n = in->num_cap;
   for (int k = 0; k <= sub->num_insns; k++) {
     const prog_insn* x = k < sub->num_insns ? &sub->insns[k] : NULL;

@@ -28,6 +28,7 @@ const prog_shape* prog_output(const prog_program* program, int i);
 const char* prog_name(const prog_program* program);
 int prog_run(const prog_program* program, const void* const* inputs, void* const* outputs,
              prog_status* status);
+void prog_set_loop_limit(int64_t limit);
 """
 PROG_DTYPES = {1: "bool", 2: "int32", 3: "int64", 4: "float32", 5: "float64", 6: "bfloat16",
                7: "int8", 8: "uint8", 9: "uint32", 10: "uint64", 11: "float16", 12: "int16",
@@ -145,7 +146,9 @@ class Reader:
 CORPUS_CASES = ["add_one", "mlp", "sgd_step", "softmax", "layernorm", "causal_attention",
                 "transformer_block", "bf16", "pred_logic", "scalar", "empty", "s64_arith",
                 "dot_general", "private_calls", "shape_ops", "reductions", "convert",
-                "compare_select", "math_ops"]
+                "compare_select", "math_ops", "while_loop", "cond_switch", "scan", "sort",
+                "top_k_argmax", "windows", "dynamic_slices", "pad", "gather_scatter", "conv",
+                "bits", "int_widths", "complex", "mixed_dot"]
 _corpus = {}
 
 

@@ -82,4 +82,88 @@ def cases():
                         (f32(2, 3, 4), f32(2, 4, 5, seed=1), f32(6, 4, seed=2))),
         "int_dot": (lambda a, b: a @ b, (ints, nonzero.T.copy())),
         "private_calls": (nested, (f32(3, 3),)),
+        **more_cases(),
+    }
+
+
+def more_cases():
+    """Control flow, indexing, sort, windows, convolution, bit ops and the wider element types
+    (each with 0-d and empty inputs where the op allows them)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    ints = np.array([[7, -3, 0, 12], [-8, 5, 9, -1]], np.int32)
+    c64 = (f32(3, 4) + 1j * f32(3, 4, seed=1)).astype(np.complex64)
+    idx = np.array([3, 0, 3], np.int32)
+    return {
+        "while_loop": (lambda x, n: (lax.fori_loop(0, 5, lambda i, c: c * 2 + i, x),
+                                     lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.5),
+                                                    (np.int32(0), np.float32(1.0)))),
+                       (f32(3), np.int32(4))),
+        "cond_switch": (lambda p, i, x: (lax.cond(p, lambda: x + 1, lambda: x * 2),
+                                         lax.switch(i, [lambda: x - 1, lambda: x * 3, lambda: -x]),
+                                         lax.switch(i + 7, [lambda: x, lambda: x * 0.5])),
+                        (np.bool_(False), np.int32(1), f32(2, 3))),
+        "scan": (lambda c, xs, w: lax.scan(lambda h, x: (jnp.tanh(h @ w + x), h.sum()), c, xs),
+                 (f32(4), f32(5, 4, seed=1), f32(4, 4, seed=2))),
+        "sort": (lambda x, k, e: (jnp.sort(x, axis=0), jnp.argsort(x[:, 0], stable=True),
+                                  lax.sort((k, x[:, 1]), num_keys=1), jnp.sort(e)),
+                 (f32(6, 3), np.array([3, 1, 3, 0, 1, 2], np.int32), np.zeros(0, np.float32))),
+        "top_k_argmax": (lambda x: (lax.top_k(x, 3), jnp.argmax(x, axis=1), jnp.argmin(x, axis=0)),
+                         (f32(4, 7),)),
+        "windows": (lambda x: (jnp.cumsum(x, axis=1), jnp.cumprod(x[:, :3], axis=0),
+                               lax.reduce_window(x, -jnp.inf, lax.max, (2, 2), (1, 2), "SAME"),
+                               lax.reduce_window(x, 0.0, lax.add, (3, 1), (1, 1), ((1, 1), (0, 0)),
+                                                 base_dilation=(2, 1))),
+                    (f32(4, 6),)),
+        "dynamic_slices": (lambda x, i, j: (lax.dynamic_slice(x, (i, j), (2, 3)),
+                                            lax.dynamic_update_slice(x, jnp.zeros((2, 2), np.float32), (j, i)),
+                                            lax.dynamic_slice(x, (i + 9, j - 9), (1, 2))),
+                           (f32(5, 5), np.int32(1), np.int32(3))),
+        "pad": (lambda x, e: (jnp.pad(x, ((1, 2), (0, 1))), lax.pad(x, np.float32(-1), ((1, -1, 1), (0, 0, 2))),
+                              jnp.pad(e, ((1, 1), (0, 0)))),
+                (f32(3, 3), np.zeros((0, 2), np.float32))),
+        "gather_scatter": (lambda x, i, u: (x[i], x[:, i], jnp.take_along_axis(x[:3], i[:, None] % 4, axis=1),
+                                            x.at[i].add(u), x.at[i].set(u), x.at[i].max(u), x.at[i].mul(u),
+                                            x.at[i + 10].add(u, mode="drop"), x[i[0]]),
+                           (f32(5, 4), idx, f32(3, 4, seed=2))),
+        "batched_indexing": (lambda x, i: (jax.vmap(lambda r, j: lax.dynamic_slice(r, (j,), (2,)))(x, i),
+                                           jax.vmap(lambda r, j: r.at[j].add(1.0))(x, i),
+                                           jax.vmap(lambda r, j: r[j])(x, i)),
+                             (f32(3, 5), np.array([0, 2, 4], np.int32))),
+        "conv": (lambda x, k, kg: (lax.conv_general_dilated(x, k, (1, 1), "SAME"),
+                                   lax.conv_general_dilated(x, kg, (2, 1), ((1, 0), (2, 1)),
+                                                            lhs_dilation=(1, 2), rhs_dilation=(2, 1),
+                                                            feature_group_count=2)),
+                 (f32(2, 4, 6, 5), f32(3, 4, 3, 3, seed=1), f32(4, 2, 2, 3, seed=2))),
+        "conv_grad": (jax.grad(lambda x, k: lax.conv_general_dilated(x, k, (2, 2), "VALID").sum(), argnums=(0, 1)),
+                      (f32(1, 2, 6, 6), f32(3, 2, 3, 3, seed=1))),
+        "bits": (lambda x, i: (jnp.isfinite(x / jnp.array([0.0, 1.0, 2.0], np.float32)),
+                               lax.bitcast_convert_type(x, jnp.int32), lax.bitcast_convert_type(x, jnp.uint8),
+                               lax.reduce_precision(x * 1000, 5, 10), lax.population_count(i),
+                               lax.clz(i), lax.shift_right_arithmetic(i, np.int32(2))),
+                 (f32(3), ints)),
+        "rounding": (lambda x: (jnp.cbrt(x), jnp.round(x), lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO),
+                                jnp.tan(x / 4)), (f32(8) * 3,)),
+        "optimization_barrier": (lambda x: lax.optimization_barrier((x, x + 1)), (f32(3),)),
+        "int_widths": (lambda a, b, c, d, e, f: tuple((t * 3 + t // 2, t % 3, t >> 1, t.sum(), t.max(), -t, t < t[::-1])
+                                                      for t in (a, b, c, d, e, f)),
+                       tuple(np.abs(ints).astype(t) * (1 if t in (np.uint8, np.uint16, np.uint32, np.uint64) else -1)
+                             for t in (np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64))),
+        "float16": (lambda x: (x * 3 + 1, jnp.exp(x), x.sum(), x @ x.T, x.astype(np.float32)),
+                    (f32(3, 4).astype(np.float16),)),
+        "float8": (lambda x: (x.astype(jnp.float8_e4m3fn).astype(np.float32),
+                              x.astype(jnp.float8_e5m2).astype(np.float32), x.astype(jnp.float8_e4m3fn)),
+                   (f32(8) * 20,)),
+        "complex": (lambda a, b: (a * b + a, a / b, jnp.exp(a), jnp.abs(a), jnp.real(a), jnp.imag(a),
+                                  lax.complex(jnp.real(a), -jnp.imag(b)), a @ b.T, a.sum(axis=0), a == b),
+                    (c64, c64[::-1].copy())),
+        "mixed_dot": (lambda a, b, i: (lax.dot(a, b, preferred_element_type=jnp.float32),
+                                       lax.dot(i, i.T, preferred_element_type=jnp.int32)),
+                      (f32(3, 4).astype(jnp.bfloat16), f32(4, 5).astype(jnp.bfloat16), ints.astype(np.int8))),
+        "scalars_and_empties": (lambda s, e: (lax.fori_loop(0, 3, lambda i, c: c + s, s),
+                                              lax.cond(s > 0, lambda: e + 1, lambda: e), e.at[e.astype(np.int32)].add(1.0),
+                                              jnp.cumsum(e)),
+                                (np.float32(1.5), np.zeros(0, np.float32))),
     }

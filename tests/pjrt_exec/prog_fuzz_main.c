@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
   rng_state = strtoull(argv[2], NULL, 10) * 2 + 1;
   int n = argc - 3;
   blob* corpus = calloc((size_t)n, sizeof(blob));
+  prog_set_loop_limit(1000);  /* a mutated loop bound must not hang the fuzzer */
   for (int k = 0; k < n; k++) corpus[k] = read_file(argv[3 + k]);
   long iterations = 0, parsed = 0, ran = 0, invalid = 0, unimplemented = 0, exhausted = 0;
   clock_t start = clock();

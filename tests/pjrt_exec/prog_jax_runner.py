@@ -32,7 +32,8 @@ def compare(expected, got):
                "got_shape": list(g.shape)}
         if e.shape == g.shape and e.dtype == g.dtype:
             if np.issubdtype(e.dtype, np.inexact) or e.dtype.name == "bfloat16":
-                e64, g64 = e.astype(np.float64), g.astype(np.float64)
+                wide = np.complex128 if np.issubdtype(e.dtype, np.complexfloating) else np.float64
+                e64, g64 = e.astype(wide), g.astype(wide)
                 scale = float(np.max(np.abs(e64))) if e.size else 0.0
                 err = float(np.max(np.abs(e64 - g64))) if e.size else 0.0
                 row["rel_err"] = err / scale if scale > 0 else err
