@@ -31,7 +31,7 @@ EVIDENCE_DIR = "dumpref-evidence"
 # fold=True or fold=False for one table or excerpt).  Figures, notes and short evidence stay in
 # view, so that a reader meets the sentence, its notes and its key figures first.
 NUMBERS_FOLD = 8
-TABLE_FOLD = 6
+TABLE_FOLD = 4
 EXCERPT_FOLD = 8
 
 # The one place that says which fields of a write-up legitimately differ between two runs of
@@ -497,9 +497,12 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
             out.blank()
             out.text(prose(r["text"]))
             own = [x for x in rows[r["nodeid"]] if _row_key(x) not in common]
-            if own:
+            if own:  # one line: what differs from the study's provenance
                 out.blank()
-                _provenance_table(out, "provenance of this claim (the rest as for the study)", own)
+                pieces: list = ["*Provenance of this claim, where it differs from the study's:* "]
+                for k, (name, value) in enumerate(own):
+                    pieces += (["; "] if k else []) + [f"**{name}** ", value]
+                out.add(*pieces)
             _evidence(out, r, report_name, skip_notes=set(shared))
             out.blank()
             _reproduce(out, r, report_name)
@@ -520,7 +523,20 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
     out.claim = None
     if not_established:
         out.blank()
-    return out.lines
+    return _tight(out.lines)
+
+
+def _tight(lines: list[Line]) -> list[Line]:
+    """Drop the blank lines GitHub does not need: between two folded blocks (a blank line after
+    </details> is needed before Markdown, not before another <details>)."""
+    out = []
+    for i, ln in enumerate(lines):
+        if ln.text == "" and 0 < i < len(lines) - 1:
+            prev, nxt = lines[i - 1].text, lines[i + 1].text
+            if prev == "</details>" and nxt.startswith("<details>"):
+                continue
+        out.append(ln)
+    return out
 
 
 def _link_text(title: str) -> str:

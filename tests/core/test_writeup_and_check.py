@@ -384,3 +384,28 @@ def test_benchmark_compare_with_no_saved_run_says_so_in_one_line(pytester, monke
     out = res.stdout.str()
     assert sum("no saved pytest-benchmark run" in ln for ln in out.splitlines()) == 1, out
     assert "Can't compare" not in out and "PytestBenchmarkWarning" not in out
+
+
+def test_provenance_is_stated_once_per_study_and_a_claim_shows_what_differs(pytester):
+    pytester.makepyfile(test_prov='''
+import pytest
+@pytest.mark.claim("First")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="counting")
+def test_one(evidence):
+    evidence.number("n", 1)
+    assert True
+@pytest.mark.claim("Second")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="measuring")
+def test_two(evidence):
+    evidence.number("n", 2)
+    assert True
+''')
+    pytester.runpytest("--dumpref-report=w.md").assert_outcomes(passed=2)
+    text = (pytester.path / "w.md").read_text().split("<!-- dumpref-data")[0]
+    head = text[text.index("## Claims"):text.index("### One")]
+    assert "| provenance of every claim in this study |" in head and "| dtype | f32 |" in head
+    assert "| method |" not in head
+    assert "First\n\n*Provenance of this claim, where it differs from the study's:* **method** counting\n" in text
+    assert "*Provenance of this claim, where it differs from the study's:* **method** measuring" in text
+    assert text.count("| dtype | f32 |") == 1
+    assert pytester.runpytest("--dumpref-check=w.md").ret == 0
