@@ -67,7 +67,8 @@ def _compress(calls):
 
 
 @pytest.mark.claim("jax.devices() on this machine lists the dumpref device, loaded from the "
-                   "library built in this run.", section="pjrt")
+                   "library built in this run.", title="jax lists the device built in this run",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_jax_lists_the_device_built_in_this_run(pjrt_plugin, evidence):
     run = pjrt_plugin.run_jax(
@@ -151,7 +152,8 @@ def _claim_level(pjrt_map, evidence, number):
 @pytest.mark.claim("Listing the device (level 1) calls the entry points listed and needs exactly "
                    "the ones in the second table, filled in the order shown with the values shown; "
                    "without any one of them jax fails or aborts, for the reason shown (one only "
-                   "at exit, after the level passed).", section="pjrt")
+                   "at exit, after the level passed).", title="Level 1: listing the device",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_level1_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
     m, rows = _claim_level(pjrt_map, evidence, 1)
@@ -165,7 +167,8 @@ def test_level1_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
 @pytest.mark.claim("Holding arrays (level 2: device_put, np.asarray, delete) calls the entry "
                    "points listed and needs the level-1 ones plus those in the second table, in "
                    "the order shown, each with what broke without it and the values it was sent "
-                   "and filled.", section="pjrt")
+                   "and filled.", title="Level 2: holding arrays",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_level2_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
     evidence.note(f"Level-2 arrays: {LEVEL2_ARRAYS}.")
@@ -177,6 +180,7 @@ def test_level2_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
 @pytest.mark.claim("Running jitted programs (level 3: jax.jit compiles StableHLO bytecode that the "
                    "device reads and interprets in C) needs the level-1 and level-2 entry points "
                    "plus the ones in the table, in the order shown, each with what broke without it.",
+                   title="Level 3: running jitted programs",
                    section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (2, 3)}, method=METHOD)
 def test_level3_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
@@ -208,7 +212,8 @@ print(json.dumps({"x": [str(x.dtype), list(x.shape)],
 
 
 @pytest.mark.claim("The transformer block of Study 1, jitted, runs on the dumpref device and "
-                   "matches XLA's CPU backend to a relative error below 1e-5.", section="pjrt")
+                   "matches XLA's CPU backend to a relative error below 1e-5.", title="Study 1's transformer block on the device",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes=BLOCK_SHAPES,
                         method="jax.jit on jax.devices('dumpref')[0] vs jax.devices('cpu')[0], one subprocess; "
                                "error = max |dumpref - cpu| / max |cpu|")
@@ -232,7 +237,8 @@ def test_transformer_block_runs_on_the_device(pjrt_plugin, evidence):
 @pytest.mark.claim("Object by object, listing the device (level 1) needs the plugin, client, "
                    "device, device description and memory; holding arrays (level 2) first needs "
                    "buffers and events; running programs (level 3) first needs executables, "
-                   "loaded and plain.", section="pjrt")
+                   "loaded and plain.", title="The structs, object by object",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_structs_filled_level_by_level(pjrt_plugin, pjrt_map, evidence):
     seen, rows = {}, []
@@ -253,7 +259,8 @@ def test_structs_filled_level_by_level(pjrt_plugin, pjrt_map, evidence):
 
 
 @pytest.mark.claim("jax calls the entry points in the order listed (the full call trace of "
-                   "level 2, repeats folded).", section="pjrt")
+                   "level 2, repeats folded).", title="The call order of level 2",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_call_order_jax_uses(pjrt_plugin, pjrt_map, evidence):
     calls = pjrt_map.level(2).calls
@@ -264,7 +271,8 @@ def test_call_order_jax_uses(pjrt_plugin, pjrt_map, evidence):
 
 
 @pytest.mark.claim("The needed entry points alone suffice: with every other implemented entry "
-                   "point knocked out at once, both levels still pass.", section="pjrt")
+                   "point knocked out at once, both levels still pass.", title="The needed entry points suffice",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_needed_set_suffices(pjrt_plugin, pjrt_map, evidence):
     evidence.number("entry points in the PJRT_Api table", len(pjrt_plugin.api.slot_names))
@@ -285,7 +293,8 @@ TRANSPOSED = np.arange(12, dtype=np.float32).reshape(3, 4).T
                    "arrives as numpy's byte strides, PJRT_Buffer_ToHostBuffer always gets a dense "
                    "row-major host_layout, device_layout is NULL, and events only see OnReady and "
                    "Destroy; each value the device filled for its device and memory is what jax "
-                   "shows.", section="pjrt")
+                   "shows.", title="What jax sends, and what it shows of what the device fills",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
 def test_what_jax_sends_and_shows(pjrt_plugin, pjrt_map, evidence):
     facts = sent_facts(pjrt_map, list(TRANSPOSED.strides))
@@ -304,6 +313,7 @@ def test_what_jax_sends_and_shows(pjrt_plugin, pjrt_map, evidence):
                    "PJRT_Client_BufferFromHostBuffer may hand back none, the table's API version "
                    "must be jax's major and not older than its minimum minor, while the table's "
                    "struct_size goes unchecked, and the memory kind may be any string.",
+                   title="The rules, measured by one-line edits",
                    section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method="one-line edit of plugin_c/minimal/minimal.c, "
                         "built and run on a level snippet in a subprocess, registered by PJRT_NAMES_AND_LIBRARY_PATHS")
@@ -342,7 +352,8 @@ python level1.py && python level2.py
                    "the map found needed and answers UNIMPLEMENTED in every other slot, builds "
                    "against the real pjrt_c_api.h with the command shown and passes level 1 and "
                    "level 2 when registered with jax's own PJRT_NAMES_AND_LIBRARY_PATHS; its size "
-                   "against the full plugin is in the numbers.", section="pjrt")
+                   "against the full plugin is in the numbers.", title="Appendix: the minimal plugin, to build without this repository",
+                   section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method="the reader's recipe run as written in a fresh "
                         "folder; level snippets in subprocesses; sizes counted from the source and the built table")
 def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
