@@ -11,9 +11,11 @@ deterministic: records in file order, JSON keys sorted, nothing time-dependent.
 """
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -581,15 +583,37 @@ def render(records: list[dict], environment: dict, config: DumprefConfig,
     return "\n".join(lines)
 
 
+# A data block larger than this keeps each claim's record compressed (zlib, then base64), so
+# that the whole file stays well inside what GitHub renders; a smaller one stays plain JSON.
+DATA_PLAIN_LIMIT = 200 * 1024
+
+
 def _data_block(records: list[dict], environment: dict) -> str:
     """JSON, one claim a line (a re-render's diff shows which claims changed)."""
     def dump(x) -> str:
         # "--" may not appear inside an HTML comment; JSON escapes keep the text readable back.
         return json.dumps(x, sort_keys=True, ensure_ascii=False).replace("--", "-\\u002d")
     claims = sorted(records, key=claim_order)
-    body = ",\n".join(f"{dump(r['nodeid'])}: {dump(stored(r, environment))}" for r in claims)
+    entries = [(dump(r["nodeid"]), dump(stored(r, environment))) for r in claims]
+    if sum(len(v) for _, v in entries) > DATA_PLAIN_LIMIT:
+        entries = [(dump(r["nodeid"]), dump(_pack(stored(r, environment)))) for r in claims]
+    body = ",\n".join(f"{k}: {v}" for k, v in entries)
     return (f'{{"format": {FORMAT_VERSION}, "environment": {dump(environment)},\n"claims": {{\n'
             + body + ("\n" if body else "") + "}}")
+
+
+def _pack(record: dict) -> str:
+    raw = json.dumps(record, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return "zlib:" + base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+
+
+def _unpack(path: Path, nodeid: str, entry):
+    if not (isinstance(entry, str) and entry.startswith("zlib:")):
+        return entry
+    try:
+        return json.loads(zlib.decompress(base64.b64decode(entry[5:], validate=True)).decode("utf-8"))
+    except (ValueError, zlib.error, UnicodeDecodeError) as e:
+        raise WriteupError(f"{path}: claim {nodeid!r} in the data block cannot be unpacked ({e})") from None
 
 
 def stored(record: dict, environment: dict) -> dict:
@@ -643,7 +667,8 @@ def read(path: Path) -> dict:
     if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION or not isinstance(data.get("claims"), dict) \
             or not isinstance(data.get("environment"), dict):
         raise WriteupError(f"{path}: the data block is not a dumpref write-up of format {FORMAT_VERSION}")
-    for nodeid, claim in data["claims"].items():
+    for nodeid in list(data["claims"]):
+        claim = data["claims"][nodeid] = _unpack(path, nodeid, data["claims"][nodeid])
         if isinstance(claim, dict):
             claim.setdefault("environment", data["environment"])
         _check_claim_entry(path, nodeid, claim)

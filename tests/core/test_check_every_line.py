@@ -235,3 +235,17 @@ def test_a_long_line_is_shown_where_it_differs(rendered):
     path.write_text(text[:at] + "More wards." + text[at + len("More words."):])
     out = _check(rendered).stdout.str()
     assert "More wards." in out and "the file says '…" in out
+
+
+def test_a_large_data_block_is_kept_compressed_and_still_checked(pytester):
+    # Above DATA_PLAIN_LIMIT each record is stored zlib-compressed: the same check applies.
+    pytester.makepyprojecttoml(PYPROJECT)
+    pytester.makeconftest("import pytest_dumpref.writeup as w\nw.DATA_PLAIN_LIMIT = 100\n")
+    pytester.makepyfile(test_claims=CLAIMS)
+    pytester.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)
+    text = (pytester.path / "writeup.md").read_text()
+    assert '"test_claims.py::test_profit": "zlib:' in text
+    assert _check(pytester).ret == 0
+    line = _edit(pytester.path / "writeup.md", "| PJRT_Call_7 | 7 |", "| PJRT_Call_7 | 8 |")
+    out = _check(pytester).stdout.str()
+    assert f"line {line} (claim test_claims.py::test_profit): differs" in out
