@@ -304,8 +304,19 @@ def _strip_comments(text: str) -> str:
     XLA's lexer skips them; newlines inside a block comment are kept."""
     if "/*index=" in text:
         text = _INDEX_MARKER.sub("", text)
-    if "/*" not in text and "//" not in text:
-        return text
+    if "/*" not in text:
+        if "//" not in text:
+            return text
+        # only line comments ("//" is common inside quoted source paths): the lines that
+        # hold one, each on its own
+        lines = text.split("\n")
+        for i, line in enumerate(lines):
+            if "//" in line:
+                if '"' in line:
+                    lines[i] = _STRING_OR_COMMENT.sub(_drop_comment, line).rstrip()
+                else:
+                    lines[i] = line[:line.index("//")].rstrip()
+        return "\n".join(lines)
     return _STRING_OR_COMMENT.sub(_drop_comment, text)
 
 
@@ -950,9 +961,11 @@ def _block_end_guess(lines: list, start: int) -> int:
     that is exactly '}', as XLA prints it, else the first that begins with '}'), or -1.
     Only a guess: a computation found under that text in the block cache is the one."""
     try:
-        return lines.index("}", start + 1)
+        guess = lines.index("}", start + 1)
     except ValueError:
-        pass
+        guess = -1
+    if guess > 0 and not any(line[:1] == "}" for line in lines[start + 1:guess]):
+        return guess
     for i in range(start + 1, len(lines)):
         raw = lines[i]
         if raw[:1] == "}" or raw.lstrip()[:1] == "}":

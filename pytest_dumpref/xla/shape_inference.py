@@ -20,7 +20,7 @@ add-dependency acos acosh asin asinh atanh cosh sinh while
 _COMPLEX_PART = {"c64": "f32", "c128": "f64"}
 
 
-def _array(et: str, dims, like: Shape | None = None, dynamic=()) -> Shape:
+def _array(et: str, dims, dynamic=()) -> Shape:
     return Shape(et, tuple(dims), None, None, tuple(dynamic))
 
 

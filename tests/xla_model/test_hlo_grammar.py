@@ -90,6 +90,17 @@ ENTRY main {
     assert m.instruction("b").shape.element_type == "f32"
 
 
+def test_slashes_inside_quoted_strings_are_not_comments():
+    m = assert_same_as_xla("""HloModule m
+
+ENTRY main {
+  p = f32[8]{0} parameter(0), metadata={source_file="//third_party/x.py" op_name="a/*b*/c"}
+  ROOT n = f32[8]{0} negate(p) // a comment
+}
+""")
+    assert m.instruction("p").attrs["metadata"] == '{source_file="//third_party/x.py" op_name="a/*b*/c"}'
+
+
 def test_instruction_and_attributes_over_several_lines_with_a_bare_trailing_comma():
     """The triton calling-convention form: kind=kCustom, then calls=... on the next line."""
     m = assert_same_as_xla("""HloModule m
