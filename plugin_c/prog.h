@@ -46,7 +46,7 @@ typedef enum {
   PROG_C64, PROG_C128,         /* complex: (real, imaginary) pairs of f32 or f64 */
 } prog_dtype;
 
-#define PROG_MAX_RANK 8
+#define PROG_MAX_RANK 16
 
 typedef struct {
   int code;            /* PROG_OK or an error code above */

@@ -216,6 +216,9 @@ static void convert(const prog_shape* from, const void* a, const prog_shape* to,
   }
   for (int64_t i = 0; i < n; i++) {
     if (as_float) rt_put(to->dtype, o, i, rt_get_f(from->dtype, a, i), 0, true);
+    /* pred is a byte and converts as its value, as on XLA:CPU (a bool that numpy made from
+     * another byte keeps it) */
+    else if (from->dtype == PROG_PRED) rt_put(to->dtype, o, i, 0, ((const uint8_t*)a)[i], false);
     else rt_put(to->dtype, o, i, 0, rt_get_i(from->dtype, a, i), false);
   }
 }

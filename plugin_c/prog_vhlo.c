@@ -120,6 +120,9 @@ static const struct {
                         "output_spatial_dimensions", "feature_group_count", "batch_group_count",
                         "precision_config"}},
     {"get_dimension_size_v1", {"dimension"}},
+    {"custom_call_v1", {"call_target_name", "has_side_effect", "backend_config", "api_version",
+                        "called_computations", "operand_layouts", "result_layouts",
+                        "output_operand_aliases"}},
 };
 
 /* The attribute `name` of `op`, or -1 when the op has no such attribute.  The properties
@@ -475,6 +478,11 @@ static void lower_op(lowering* L, prog_insn* in) {
     L->f->values[op->first_result + r] = s;
   }
   for (int r = 0; r < op->num_operands; r++) operand(L, r);
+  if (strcmp(name, "custom_call_v1") == 0) {  /* a library call (LAPACK, FFI): name it */
+    int t = op_attr(v, op, "call_target_name");
+    UNSUPPORTED(v, "unsupported custom call '%s' (%s): the dumpref interpreter runs StableHLO "
+                "ops only", t >= 0 ? attr_string(v, t) : "?", v->op);
+  }
   static const char* multi[] = {"call_v1", "reduce_v1", "while_v1", "case_v1", "if_v1",
                                 "sort_v1", "optimization_barrier_v1", "composite_v1",
                                 "reduce_window_v1", "scatter_v1", "scatter_v2", NULL};

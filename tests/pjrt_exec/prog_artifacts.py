@@ -17,7 +17,7 @@ SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
 
 CDEF = """
 typedef struct { int code; char message[512]; } prog_status;
-typedef struct { int dtype; int rank; int64_t dims[8]; } prog_shape;
+typedef struct { int dtype; int rank; int64_t dims[16]; } prog_shape;
 typedef struct prog_program prog_program;
 prog_program* prog_parse(const void* bytes, size_t size, prog_status* status);
 void prog_free(prog_program* program);
