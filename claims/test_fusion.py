@@ -773,6 +773,13 @@ def test_policy_predicts_every_program(dump, unfused, evidence):
         fusion_log.__doc__.split("Which frames count as decisions:")[1].split("``compare``")[0].split()))
     evidence.excerpt("how the log and the model are lined up (pytest_dumpref/xla/fusion.py, as it ran)",
                      inspect.getsource(fusion_log.compare), lang="python")
+    evidence.excerpt("the model's rules, as they ran (pytest_dumpref/xla/fusion_policy.py: the pass's loop, "
+                     "CpuInstructionFusion::ShouldFuse restated, IsExpensive, ComputeGloballyUnfusible; "
+                     "the opcode sets they use are defined at the top of that file)",
+                     "\n\n".join(inspect.getsource(f) for f in (
+                         fusion_policy._Pass.run, fusion_policy._Pass.should_fuse, fusion_policy.is_expensive,
+                         fusion_policy._Pass.globally_unfusible, fusion_policy._Pass.update_reused,
+                         fusion_policy.undo_fusion_bytes)), lang="python")
 
     assert agreed == logged, f"{logged - agreed} decisions mispredicted: {misses[:5]}"
     for r in per_program:
