@@ -29,7 +29,11 @@ read in openxla/xla (via the ROCm/xla mirror, main of August 2026):
                                              the hand-offs of the library rewriter
       CpuInstructionFusion::ComputeGloballyUnfusible
                                              the stable-softmax producer (max and exp shift)
-                                             is never duplicated
+                                             is never duplicated: added to XLA in July 2026
+                                             (PR #44738), after the XLA of jaxlib 0.10.2, which
+                                             duplicates it (softmax(x * 0.125) with the library
+                                             rewriter off shows it); off unless
+                                             ``coupled_softmax_rule=True``
   xla/service/fusion_node_indexing_evaluation.cc  "Code duplication too high"
   xla/hlo/ir/hlo_instruction.cc           IsOpElementwise, IsFusible, OperandElementUse
   xla/service/decision.h                  Decision::Or joins two reasons with " ; "
@@ -342,7 +346,7 @@ class _Pass:
     """InstructionFusion::Run with CpuInstructionFusion's overrides, on one computation."""
 
     def __init__(self, module: HloModule, comp: HloComputation, names: set, *,
-                 coupled_softmax_rule: bool = True, without: frozenset = frozenset()):
+                 coupled_softmax_rule: bool = False, without: frozenset = frozenset()):
         self.without = without
         self.module, self.comp, self.names = module, comp, names
         self.coupled_softmax_rule = coupled_softmax_rule
@@ -859,7 +863,7 @@ def fused_computations_order(module: HloModule) -> list[HloComputation]:
 
 
 def predict(module: HloModule, *, fuse: bool = True, wrap: bool = False,
-            coupled_softmax_rule: bool = True, without=()) -> list[FusionResult]:
+            coupled_softmax_rule: bool = False, without=()) -> list[FusionResult]:
     """Replay the CPU fusion pass on ``module`` (the snapshot just before it): per computation
     it visits, every decision in the order the pass makes it, and what is left after it.
 

@@ -134,3 +134,16 @@ def test_compare_costs_one_row_per_wrong_prediction():
     rows = compare(log, model)
     assert [(r["producer"], r["agree"]) for r in rows] == [("a", False), ("b", True), ("z", False), ("c", True)]
     assert rows[2]["compiler"] is None and rows[0]["predicted"] == "no"
+
+
+def test_this_xla_duplicates_the_scaled_logits_of_a_softmax(tmp_path):
+    # XLA's main branch (July 2026) keeps a producer read by a row max and by the exp shift
+    # from being duplicated (IsCoupledReductionShiftExpProducer); the XLA of jaxlib 0.10.2
+    # still duplicates it, and the model follows the XLA that runs here.
+    x = _cpu(_r(64, 128))[0]
+    d = DumpSession(tmp_path).dump(lambda x: jax.nn.softmax(x * 0.125, axis=-1), x,
+                                   xla_disable_hlo_passes="dot-library-rewriter")
+    assert all(r["agree"] for r in module_fusion(d).rows)
+    newer = module_fusion(d, coupled_softmax_rule=True)
+    assert any(r["predicted"] and r["predicted"].startswith("operand can not be duplicated")
+               and r["compiler"] == "fused" for r in newer.rows)
