@@ -237,10 +237,12 @@ def test_a_long_line_is_shown_where_it_differs(rendered):
     assert "More wards." in out and "the file says '…" in out
 
 
-def test_a_large_data_block_is_kept_compressed_and_still_checked(pytester):
+def test_a_large_data_block_is_kept_compressed_and_still_checked(pytester, monkeypatch):
     # Above DATA_PLAIN_LIMIT each record is stored zlib-compressed: the same check applies.
+    # (pytester's runs are in this process, so the limit is lowered here, and put back after.)
+    import pytest_dumpref.writeup as w
+    monkeypatch.setattr(w, "DATA_PLAIN_LIMIT", 100)
     pytester.makepyprojecttoml(PYPROJECT)
-    pytester.makeconftest("import pytest_dumpref.writeup as w\nw.DATA_PLAIN_LIMIT = 100\n")
     pytester.makepyfile(test_claims=CLAIMS)
     pytester.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)
     text = (pytester.path / "writeup.md").read_text()
