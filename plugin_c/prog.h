@@ -1,14 +1,20 @@
-/* prog.h -- programs: StableHLO portable artifacts read and run in plain C.
+/* prog.h -- programs: StableHLO read and run in plain C.
  *
  * JAX hands PJRT_Client_Compile a StableHLO portable artifact: MLIR bytecode in the `vhlo`
- * dialect (plus `sdy` sharding annotations and source locations).  This family reads it in three
- * steps, one file each:
+ * dialect (plus `sdy` sharding annotations and source locations); other PJRT clients send
+ * StableHLO as MLIR text under the same format "mlir".  This family reads either, one concern
+ * per file:
  *   prog_bytecode.c  the MLIR bytecode container: sections, strings, dialects, op names, the
  *                    attribute/type table, and the IR as a generic tree of operations;
- *   prog_vhlo.c      the VHLO meaning of that tree: types, attributes, and the supported ops,
- *                    lowered to a flat instruction list per function (checked up front: anything
- *                    outside the supported set is refused with UNIMPLEMENTED naming it);
- *   prog_interp.c    an interpreter of those instructions on host arrays.
+ *   prog_vhlo.c      the VHLO meaning of that tree: types, attributes, elementwise, shape,
+ *                    dot and reduce ops, functions and regions, lowered to a flat instruction
+ *                    list per function (checked up front: anything outside the supported set
+ *                    is refused with UNIMPLEMENTED naming it);
+ *   prog_vhlo_ops.c  the lowering of control flow, indexing, sort, windows, convolution and
+ *                    the bit-level ops;
+ *   prog_text.c      MLIR text (pretty or generic form) for the elementwise and shape subset;
+ *   prog_interp.c    the interpreter's loop, element types and common kernels, with the rest
+ *                    in prog_ops_*.c (control, index, sort, window, misc, complex, matmul).
  *
  * This header is independent of PJRT (no pjrt_c_api.h), so tests can drive it through cffi.
  * Status codes use PJRT_Error_Code's numbers so the PJRT layer can pass them through unchanged.
