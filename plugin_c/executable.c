@@ -1,8 +1,8 @@
 /* executable.c -- compile and execute: PJRT_Client_Compile, PJRT_Executable_*,
  * PJRT_LoadedExecutable_*, and the plugin attribute that tells jax which StableHLO to send.
  *
- * Compile reads the program with prog_parse (prog.h): a StableHLO portable artifact in, a
- * checked program out, or an error (UNIMPLEMENTED naming what is unsupported, INVALID_ARGUMENT
+ * Compile reads the program with prog_parse (prog.h): a StableHLO portable artifact or StableHLO
+ * MLIR text in (both come as format "mlir"), a checked program out, or an error (UNIMPLEMENTED naming what is unsupported, INVALID_ARGUMENT
  * for malformed bytes).  Execute runs it synchronously with prog_run on the input buffers'
  * host memory and returns new buffers and ready events.
  *
