@@ -198,7 +198,7 @@ def _fusion_log(d):
     "into the multiply that normalises the rows, but keeps the reciprocal itself (an f32 divide) "
     "out of that kernel: a divide is expensive on CPU and the broadcast would recompute each "
     "reciprocal once per column, 1024 times per row (\"Fusion is not profitable.\").",
-    section="fusion")
+    section="fusion", title="The reciprocal stays out of the multiply")
 @pytest.mark.provenance(**PROVENANCE, method="every-pass XLA dump with xla_dump_fusion_visualization; "
                         "the pass's own decision log; rules of cpu_instruction_fusion.cc restated")
 def test_broadcast_fused_reciprocal_refused(dump, evidence):
@@ -301,7 +301,7 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     "sum and the normalising multiply, is fused into neither and written to memory once "
     "(\"expensive producer would be duplicated\"); the row max stays out of the exp kernel and "
     "the reciprocal out of the multiply (\"Fusion is not profitable.\"), the same decision as "
-    "with the rewriter on.", section="fusion")
+    "with the rewriter on.", section="fusion", title="The same rules with the library rewriter off")
 @pytest.mark.provenance(**PROVENANCE, method="every-pass XLA dump with xla_dump_fusion_visualization and "
                         "xla_disable_hlo_passes=dot-library-rewriter; the pass's decision log against "
                         "the restated rules")
@@ -350,7 +350,7 @@ def test_rules_predict_exp_not_duplicated(dump, evidence):
     "Without the fusion pass, the softmax writes the broadcasts the pass had fused to memory and "
     "reads them back: predicted from the pass's decision log and the shapes before it ran, and "
     "equal, byte for byte, to the traffic of the compiled unfused program and to XLA's own cost "
-    "analysis.", section="fusion")
+    "analysis.", section="fusion", title="The bytes of undoing the pass, predicted exactly")
 @pytest.mark.provenance(**PROVENANCE, method="spill-style traffic of the optimized modules (traffic.py) "
                         "and XLA HloCostAnalysis 'bytes accessed', default vs xla_disable_hlo_passes=fusion")
 def test_unfused_bytes_match_prediction(dump, unfused, evidence):
@@ -466,7 +466,8 @@ def _timing_listing(evidence) -> None:
 
 @pytest.mark.claim(
     "At the memory bandwidth measured in the same run, the bytes the fusion pass saves predict "
-    f"how much slower the softmax runs without it, within {TIME_TOLERANCE:.0%}.", section="fusion")
+    f"how much slower the softmax runs without it, within {TIME_TOLERANCE:.0%}.", section="fusion",
+    title="The time of undoing the pass, predicted from the bytes")
 @pytest.mark.provenance(**PROVENANCE, method="pytest_dumpref.timing: subprocess pinned to one CPU, "
                         "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false, 40 interleaved rounds, A/A control, "
                         "bandwidth of a y=2x stream over f32[1024,1024] less dispatch cost")
@@ -560,7 +561,7 @@ BIG = (4096, 4096)
     "the whole softmax to a single YNNPACK kernel, so the fusion pass has nothing to decide and "
     "disabling it changes nothing; and every call there faults in its entire 64 MiB output, so a "
     "timing at that size would measure allocation, not the traffic a fusion saves.",
-    section="fusion")
+    section="fusion", title="Why f32[1024,1024] and not f32[4096,4096]")
 @pytest.mark.provenance(dtype="f32", shapes={"x": BIG},
                         method="every-pass XLA dump; unfused fixture; pytest_dumpref.timing "
                         "(pinned single thread) minor page faults per call")
@@ -708,7 +709,8 @@ def _arrays(spec):
     "model (norms, activations, MLP blocks, attention scores and rotary embeddings, losses, "
     f"optimizer updates, gradients, a convolution), for {len(HELD_OUT)} programs it was not built on "
     f"and {len(WRITTEN_AFTER)} written after it; and it predicts, byte for byte, what undoing the pass "
-    "costs in memory traffic.", section="fusion")
+    "costs in memory traffic.", section="fusion",
+    title=f"The policy predicts every decision of {len(SUITE) + len(HELD_OUT) + len(WRITTEN_AFTER)} programs")
 @pytest.mark.provenance(dtype="f32", shapes={"most arrays": M},
                         method="every-pass XLA dump with xla_dump_fusion_visualization (the pass's "
                         "log) against fusion_policy.predict on the snapshot before the pass; "
@@ -802,7 +804,8 @@ def test_policy_predicts_every_program(dump, unfused, evidence):
     f"Across the {len(SUITE)} programs, the extra bytes the model predicts for undoing the fusion "
     "pass, at the memory bandwidth measured in the same run, predict how much slower each program "
     f"runs without the pass within a factor of {TIME_FACTOR:g}; the median and worst errors are "
-    "stated beside the goal of 10 % and 25 %.", section="fusion")
+    "stated beside the goal of 10 % and 25 %.", section="fusion",
+    title="The time of undoing the pass, across programs")
 @pytest.mark.provenance(dtype="f32", shapes={"most arrays": M},
                         method="pytest_dumpref.timing: one subprocess pinned to one CPU, "
                         "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false, every program's fused, A/A and "
