@@ -81,7 +81,10 @@ def run_traffic(args) -> int:
             try:
                 result = _traffic_of(path, args)
             except ValueError as e:  # unreadable, not HLO, or refused: one line, go on
-                result = (None, None, None, str(e))
+                message = str(e)
+                if not message.startswith(str(path)):  # e.g. an attribute value gone bad
+                    message = f"{path}: {message}"
+                result = (None, None, None, message)
             except Exception as e:  # noqa: BLE001 - no traceback reaches a user
                 result = (None, None, None, f"{path}: internal error while analysing it "
                           f"({type(e).__name__}: {e}); please report it with the file")

@@ -98,6 +98,8 @@ def _known_opcode(opcode: str) -> bool:
 
 
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
+# a layout: minor-to-major dimension numbers, then optionally ':' and tiling, memory space...
+_LAYOUT = re.compile(r"\{\s*(?:\d+(?:\s*,\s*\d+)*)?\s*(?::[^{}]*)?\}")
 # element_size_in_bits in a layout, e.g. {0:E(4)}: sub-byte types packed in memory
 _ELEMENT_BITS = re.compile(r"E\((\d+)\)")
 
@@ -263,6 +265,8 @@ def _parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
     if not m:
         raise ValueError(f"bad shape {text[pos:pos + 40]!r}")
     et, dims_text, layout = m.group(1), m.group(2), m.group(3)
+    if layout is not None and not _LAYOUT.fullmatch(layout):
+        raise ValueError(f"bad layout in shape {m.group(0)!r}")
     if et not in PRIMITIVE_BITS:
         raise ValueError(f"unknown element type {et!r} in shape {m.group(0)!r}")
     dims, dynamic = [], []
@@ -570,6 +574,29 @@ def _operand_name(tok: str, name: str, pos: int) -> str:
     return word
 
 
+# What each calling opcode must name (XLA's parser requires these attributes).
+_REQUIRED_CALLS = {
+    "fusion": ("calls",), "call": ("to_apply",), "while": ("condition", "body"),
+    "reduce": ("to_apply",), "reduce-window": ("to_apply",), "map": ("to_apply",),
+    "sort": ("to_apply",), "scatter": ("to_apply",), "all-reduce": ("to_apply",),
+    "all-reduce-start": ("to_apply",), "reduce-scatter": ("to_apply",),
+    "select-and-scatter": ("select", "scatter"), "async-start": ("calls",),
+}
+
+
+def _missing_call(opcode: str, rest: str) -> str | None:
+    """The attribute a calling instruction lacks (e.g. a fusion without calls=), if any."""
+    need = _REQUIRED_CALLS.get(opcode)
+    if need:
+        for key in need:
+            if key + "=" not in rest:
+                return key
+    if opcode == "conditional" and "branch_computations=" not in rest and \
+            ("true_computation=" not in rest or "false_computation=" not in rest):
+        return "branch_computations"
+    return None
+
+
 def _set_attributes(inst: Instruction, rest: str, pos: int) -> None:
     """Attach the attribute text after the operand list, and what it says is called."""
     rest = rest.strip()
@@ -588,6 +615,10 @@ def _set_attributes(inst: Instruction, rest: str, pos: int) -> None:
             else:
                 called.append(value.lstrip("%"))
     inst.called = called
+    missing = _missing_call(inst.opcode, rest)
+    if missing:
+        raise _LineError(f"{inst.opcode} {inst.name or '(nested)'} names no computation: "
+                         f"{missing}= is missing", pos)
     if inst.opcode == "fusion":
         m = _KIND.search(rest)
         inst.fusion_kind = m.group(1) if m else None
@@ -682,6 +713,8 @@ def _from_whole_line(m, raw: str):
             if opcode == "fusion":
                 k = _KIND.search(rest)
                 fusion_kind = k.group(1) if k else None
+    if kind == 3 and _missing_call(opcode, rest):
+        return None  # the general reader says what is missing
     return Instruction(name, opcode, shape, operands, called, fusion_kind, rest, raw,
                        root is not None, parameter_number, ops)
 
@@ -1181,6 +1214,8 @@ def _read_block(block: str, n_lines: int, header: str, header_match, source, sta
                         fusion_kind = k.group(1) if k else None
                 else:
                     called = []
+                if _missing_call(opcode, rest):
+                    return None
                 inst = Instruction(name, opcode, shape, operands, called, fusion_kind, rest,
                                    raw, root != "", None, ops)
             else:

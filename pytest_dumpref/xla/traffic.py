@@ -476,7 +476,11 @@ def is_bitcast_transpose(comp: HloComputation, inst: Instruction) -> bool:
     operand = comp.instruction(inst.operands[0]).shape
     if operand.element_type != inst.shape.element_type:
         return False
-    perm = [int(d) for d in inst.attrs["dimensions"].strip("{}").split(",") if d.strip()]
+    try:
+        perm = [int(d) for d in inst.attrs["dimensions"].strip("{}").split(",") if d.strip()]
+    except ValueError:
+        raise ValueError(f"transpose {inst.name}: dimensions={inst.attrs['dimensions']} is not "
+                         f"a list of dimension numbers") from None
     out_order = inst.shape.minor_to_major
     if len(perm) != len(out_order):
         return False

@@ -186,3 +186,15 @@ def test_progress_bar_draws_only_on_a_terminal():
     assert pipe.getvalue() == ""
     out = tty.getvalue()
     assert "files [" in out and "3/3" in out and out.endswith("\r")
+
+
+def test_damaged_attribute_value_is_one_line_naming_the_file(tmp_path):
+    """A value the analysis needs but cannot read (dimensions={1 0}) is named, not a
+    traceback."""
+    bad = tmp_path / "bad_transpose.hlo"
+    bad.write_text("HloModule m\n\nENTRY main {\n  p = f32[2,3]{1,0} parameter(0)\n"
+                   "  ROOT t = f32[3,2]{1,0} transpose(p), dimensions={1 0}\n}\n")
+    r = run_cli(bad, "--no-xla")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and str(bad) in errors[0] and "transpose t" in errors[0]
