@@ -86,3 +86,15 @@ def test_not_a_dump_folder_is_one_line(tmp_path):
     assert out.returncode == 2 and "no XLA module dumps" in out.stderr and "Traceback" not in out.stderr
     out = _run("fusion", tmp_path / "missing")
     assert out.returncode == 2 and "not a folder" in out.stderr
+
+
+def test_log_without_pass_snapshots_names_the_flag(tmp_path):
+    d = tmp_path / "log-only"
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_dump_to={d} --xla_dump_fusion_visualization")
+    subprocess.run([sys.executable, "-c", "import jax, jax.numpy as jnp; "
+                    "jax.jit(lambda x: jnp.exp(x) * 2 + 1)(jnp.ones((8, 8))).block_until_ready()"],
+                   env=env, check=True, timeout=300)
+    out = _run("fusion", d)
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert "no snapshot before the fusion pass" in line and "--xla_dump_hlo_pass_re=.*" in line
