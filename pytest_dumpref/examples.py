@@ -128,10 +128,6 @@ def cross_entropy(logits, labels):
     return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=-1))
 
 
-def mse_loss(pred, target):
-    return jnp.mean(jnp.square(pred - target))
-
-
 def adam_update(p, g, m, v, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, step=10):
     """One Adam step (bias-corrected) on one parameter: new parameter and both moments."""
     m = b1 * m + (1 - b1) * g
@@ -170,11 +166,6 @@ def residual_layernorm(x, h, bias, gamma, beta):
 def huber_loss(pred, target, delta=1.0):
     r = jnp.abs(pred - target)
     return jnp.mean(jnp.where(r < delta, 0.5 * r * r, delta * (r - 0.5 * delta)))
-
-
-def bce_with_logits(logits, labels):
-    """Binary cross-entropy on logits, in the numerically stable form."""
-    return jnp.mean(jnp.maximum(logits, 0) - logits * labels + jnp.log1p(jnp.exp(-jnp.abs(logits))))
 
 
 def rope(x, base=10000.0):
