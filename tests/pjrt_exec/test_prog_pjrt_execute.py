@@ -105,8 +105,9 @@ def test_compile_refuses_other_formats_and_garbage(api, client, fmt, code, expec
 
 def test_compile_names_an_unsupported_op(api, client, folder):
     data, _, _ = pa.load_case(folder, "softmax")
+    name = next(n for n in (b"exponential_v2\x00", b"exponential_v1\x00") if n in data)
     with pytest.raises(PjrtError) as err:
-        compile_program(api, client, data.replace(b"exponential_v1\x00", b"exponential_v9\x00"))
+        compile_program(api, client, data.replace(name, b"exponential_v9\x00"))
     assert err.value.code_name == "UNIMPLEMENTED" and "vhlo.exponential_v9" in err.value.message
 
 
