@@ -122,15 +122,15 @@ def _claim_level(pjrt_map, evidence, number):
                   "answer UNIMPLEMENTED at once, without rebuilding, and the level is run again; "
                   "the error channel (PJRT_Error_*) cannot be knocked out, since it is how jax reads "
                   "every failure.")
-    evidence.table(f"Level {number}: every entry point jax called, in order of first call, and "
-                   "its tier", m.tier_table(earlier))
+    evidence.table(f"Level {number}: every entry point jax called (in the PJRT_Api table's "
+                   "order) and its tier", m.tier_table(earlier))
     evidence.number(f"entry points jax calls at level {number} (must be functions)", len(m.called))
     evidence.table(f"Level {number} ({m.level.goal}): entry points in the order they had to be "
                    "filled, and what broke without each", rows)
     evidence.table(f"Level {number}, what each entry point new at this level was sent and filled "
                    "in the run (every distinct value; a pointer shows NULL, the earlier output it "
                    "came from, or set; * marks what the device noted about memory behind a "
-                   "pointer)", m.fill_table(only=set(m.called) - earlier))
+                   "pointer; in the table's order)", m.fill_table(only=set(m.called) - earlier))
     evidence.number(f"entry points level {number} needs", len(m.needed))
     evidence.number(f"of them new at level {number}", len(rows))
     evidence.number(f"distinct entry points jax calls at level {number}",

@@ -8,8 +8,8 @@ the header (:mod:`.abi`), so nothing about the structs is typed by hand:
   header marks ``// out`` or ``// in/out``; every other field (and every ``in/out`` one, as jax
   passed it) is an **input** jax set;
 - enums read as their names (``PJRT_Buffer_Type_F32``); a pointer reads ``NULL``, or names the
-  latest earlier output that handed out the same address (``PJRT_Client_Create.client``), or
-  ``set``; a ``const char*`` with a ``<name>_size`` beside it reads as the string when it points
+  latest earlier output that handed out the same address, of the same type, not destroyed since
+  (``PJRT_Client_Create.client``), or ``set``; a ``const char*`` with a ``<name>_size`` beside it reads as the string when it points
   into the library's own constants (read from the library file at the same offset);
 - what the entry point noted about memory behind a pointer (dims, byte strides, layouts) is kept
   as given.
@@ -178,6 +178,10 @@ def decode_records(records: list[dict], library: Path, library_base: int | None)
             if key in HEADER_FIELDS or not ((top in marked and succeeded) or fin.get(key) != kv):
                 continue
             outputs[key] = show(key, kv, fout)
+        if fn.endswith("_Destroy"):  # the object is gone: its address may come back as another
+            for kv in fin.values():
+                if kv[0] == "ptr" and kv[1]:
+                    handed_out.pop((kv[1], _pointee(kv[2])), None)
         for key in [k for k in outputs if outputs.get(k + "_is_set") is False]:
             del outputs[key]  # the device said it did not fill it: the bytes are jax's garbage
         for key, kv in fout.items():

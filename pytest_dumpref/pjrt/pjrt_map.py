@@ -93,6 +93,13 @@ def first_occurrences(trace: list[str]) -> list[str]:
     return out
 
 
+def in_table_order(names) -> list[str]:
+    """`names` in the order of the PJRT_Api table's slots (the header's order)."""
+    from .abi import _ffi
+    order = {name: i for i, (name, _) in enumerate(_ffi().typeof("PJRT_Api").fields)}
+    return sorted(names, key=lambda n: order.get(n, len(order)))
+
+
 def level_passed(run) -> bool:
     return run.ok and OK_MARK in run.stdout
 
@@ -151,6 +158,7 @@ class LevelMap:
     # (entry point, input field) whose value differed between runs of the same calls: fields
     # jax leaves unset, whose bytes are whatever its stack held (set by measure_map)
     unset: set = field(default_factory=set)
+    samples: list = field(default_factory=list, repr=False)  # decoded traces of the knock-out runs
 
     @property
     def needed_names(self) -> list[str]:
@@ -172,16 +180,17 @@ class LevelMap:
         return "called, may answer UNIMPLEMENTED (knocked out, level passed)"
 
     def tier_table(self, earlier: set[str] = frozenset()) -> list[dict]:
-        """The entry points jax called, first call first, each with its tier."""
+        """The entry points jax called, in the PJRT_Api table's order, each with its tier.  (The
+        table's order, not the call order: at level 3 jaxlib's teardown order varies by run.)"""
         return [{"entry point": n, "calls": self.calls.count(n), "tier": self.tier(n),
                  "also at a lower level": "yes" if n in earlier else ""}
-                for n in self.called]
+                for n in in_table_order(self.called)]
 
     def fill_table(self, only: set[str] | None = None) -> list[dict]:
-        """Per entry point (first call first): the struct_size jax passed against the header's,
-        the fields jax set and the fields the device filled, every distinct value in the run."""
+        """Per entry point (in the table's order): the struct_size jax passed against the
+        header's, the fields jax set and the fields the device filled, every distinct value."""
         rows = []
-        for name in self.called:
+        for name in in_table_order(self.called):
             if only is not None and name not in only:
                 continue
             calls = [c for c in self.records if c.fn == name]
@@ -251,8 +260,8 @@ def measure_level(plugin, level: Level, implemented: list[str], *, workers: int 
     impl = set(implemented)
     candidates = [n for n in order if n in impl and n not in ERROR_CHANNEL]
 
-    def knock(name):
-        return name, plugin.run_jax(level.code, disable=[name], trace=False)
+    def knock(name):  # traced too: more samples of the fields jax leaves unset
+        return name, plugin.run_jax(level.code, disable=[name])
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = dict(pool.map(knock, candidates))
@@ -275,7 +284,8 @@ def measure_level(plugin, level: Level, implemented: list[str], *, workers: int 
                  error_reads=_error_reads(calls),
                  unimplemented_called=stubs_called, sufficient=level_passed(alone),
                  sufficiency_why="" if level_passed(alone) else alone.why,
-                 records=base.calls(plugin.path))
+                 records=base.calls(plugin.path),
+                 samples=[r.calls(plugin.path) for r in results.values()])
     return m, 2 + len(candidates)
 
 
@@ -301,9 +311,13 @@ JAX_VIEW_CODE = ("import json\nd = jax.devices('dumpref')[0]\n"
 
 def _unset_inputs(runs: list[list], names: list[str]) -> set:
     """Input fields of the first call of each entry point in `names` (the device listing, which
-    every run begins with) whose value is not the same in every run."""
+    every run begins with) whose value is not the same in every run (a knock-out run that died
+    before a call simply has no sample of it)."""
     seen: dict[tuple[str, str], set] = {}
     for calls in runs:
+        # up to the knocked-out call: before it, a knock-out run is the level's own run
+        cut = next((i for i, c in enumerate(calls) if c.knocked_out), len(calls))
+        calls = calls[:cut]
         for name in names:
             first = next((c for c in calls if c.fn == name), None)
             for k, v in (first.inputs.items() if first else ()):
@@ -410,7 +424,8 @@ def measure_map(plugin, levels=LEVELS, *, workers: int = 2) -> PjrtMap:
             maps.append(m)
             runs += n
         view, view_calls = measure_jax_view(plugin)
-        unset = _unset_inputs([m.records for m in maps] + [view_calls], maps[0].called)
+        unset = _unset_inputs([m.records for m in maps] + [view_calls]
+                              + [calls for m in maps for calls in m.samples], maps[0].called)
         for m in maps:
             m.unset = unset
         _CACHE[key] = PjrtMap(levels=maps, implemented=implemented, runs=runs + 1,
