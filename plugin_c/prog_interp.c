@@ -833,7 +833,7 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
   if (!native_out) {
     int64_t n = nbatch * M * N;
     for (int64_t i = 0; i < n; i++) {
-      if (w == WORK_I64) rt_put(ot, o, i, 0, ((int64_t*)c)[i], false);
+      if (w == WORK_I64) rt_put(ot, o, i, 0, ot == PROG_PRED ? ((int64_t*)c)[i] != 0 : ((int64_t*)c)[i], false);
       else rt_put(ot, o, i, w == WORK_F32 ? ((float*)c)[i] : ((double*)c)[i], 0, true);
     }
     free(c);

@@ -1,5 +1,6 @@
 /* prog_ops_window.c -- reductions that run their body region (several operands, argmax and
  * friends), reduce_window (pooling, cumulative sums) and convolution. */
+#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,7 +157,14 @@ static int reduce_window(run_ctx* r, const prog_program* p, const prog_func* f,
   return code;
 }
 
-/* Direct convolution, accumulating in double (floats) or wrapping 64-bit integers. */
+/* Element i as a complex number (a real one has imaginary part 0). */
+static double complex get_c(prog_dtype t, const void* p, int64_t i) {
+  if (t == PROG_C64) return CMPLX(((const float*)p)[2 * i], ((const float*)p)[2 * i + 1]);
+  if (t == PROG_C128) return CMPLX(((const double*)p)[2 * i], ((const double*)p)[2 * i + 1]);
+  return rt_get_f(t, p, i);
+}
+
+/* Direct convolution, accumulating in double (floats, complex) or wrapping 64-bit integers. */
 static int convolution(run_ctx* r, const prog_func* f, const prog_insn* in, void** vals) {
   (void)r;
   const prog_shape *x = &f->values[in->in[0]], *k = &f->values[in->in[1]], *o = &in->shape;
@@ -170,13 +178,15 @@ static int convolution(run_ctx* r, const prog_func* f, const prog_insn* in, void
   int64_t out_per_group = KO / G, out_per_bgroup = KO / BG, batch_per_bgroup = B / BG;
   int64_t ksp[PROG_MAX_RANK], nk = 1;
   for (int s = 0; s < ns; s++) { ksp[s] = k->dims[in->p[7][s]]; nk *= ksp[s]; }
-  bool is_int = !rt_is_float(x->dtype) && !rt_is_float(k->dtype) && !rt_is_float(o->dtype);
+  bool cplx = rt_is_complex(o->dtype);
+  bool is_int = !cplx && !rt_is_float(x->dtype) && !rt_is_float(k->dtype) && !rt_is_float(o->dtype);
   int64_t no = prog_shape_elements(o);
   for (int64_t i = 0; i < no; i++, next_index(oidx, o->dims, o->rank)) {
     int64_t ob = oidx[dn[4]], of = oidx[dn[5]];
     int64_t g = of / out_per_group, bg = of / out_per_bgroup;
     int64_t xb = bg * batch_per_bgroup + ob;
     double facc = 0;
+    double complex cacc = 0;
     uint64_t iacc = 0;
     if (nk > 0 && KI > 0) {
       int64_t kw[PROG_MAX_RANK] = {0};
@@ -194,7 +204,9 @@ static int convolution(run_ctx* r, const prog_func* f, const prog_insn* in, void
         if (skip) continue;
         for (int64_t c = 0; c < KI; c++) {
           int64_t xa = xat + (g * KI + c) * xst[dn[1]], ka = kat + c * kst[dn[2]];
-          if (is_int)
+          if (cplx)
+            cacc += get_c(x->dtype, vals[in->in[0]], xa) * get_c(k->dtype, vals[in->in[1]], ka);
+          else if (is_int)
             iacc += (uint64_t)rt_get_i(x->dtype, vals[in->in[0]], xa) *
                     (uint64_t)rt_get_i(k->dtype, vals[in->in[1]], ka);
           else
@@ -202,7 +214,9 @@ static int convolution(run_ctx* r, const prog_func* f, const prog_insn* in, void
         }
       }
     }
-    if (is_int) rt_put(o->dtype, vals[in->out], i, 0, (int64_t)iacc, false);
+    if (cplx && o->dtype == PROG_C64) ((float complex*)vals[in->out])[i] = (float complex)cacc;
+    else if (cplx) ((double complex*)vals[in->out])[i] = cacc;
+    else if (is_int) rt_put(o->dtype, vals[in->out], i, 0, (int64_t)iacc, false);
     else rt_put(o->dtype, vals[in->out], i, facc, 0, true);
   }
   return PROG_OK;

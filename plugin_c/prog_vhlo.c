@@ -580,7 +580,7 @@ static void lower_op(lowering* L, prog_insn* in) {
     int64_t d = attr_int(v, need(v, op, "iota_dimension"));
     check(v, d >= 0 && d < in->shape.rank, "iota dimension out of range");
     in->iarg = (int)d;
-    if (!is_arithmetic(in->shape.dtype) || in->shape.dtype == PROG_PRED)
+    if (in->shape.dtype == PROG_PRED)
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
                   v->op);
   } else if (strcmp(name, "broadcast_in_dim_v1") == 0) {
@@ -660,11 +660,8 @@ static void lower_op(lowering* L, prog_insn* in) {
     check(v, in->np[0] == in->np[1] && in->np[2] == in->np[3], "dot dimension counts");
     /* preferred_element_type: the operands may be narrower than the result (bf16 x bf16 ->
      * f32, s8 x s8 -> s32); the products accumulate in the result's precision or better */
-    for (int r = 0; r < 3; r++) {
-      prog_dtype t = r == 0 ? a->dtype : r == 1 ? b->dtype : in->shape.dtype;
-      if (!is_arithmetic(t) || t == PROG_PRED)
-        UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(t), v->op);
-    }
+    /* pred products are and, their sums or; f8 operands are widened to f32 */
+    (void)0;
     for (int r = 0; r < in->np[0]; r++)
       check(v, a->dims[in->p[0][r]] == b->dims[in->p[1][r]], "dot batch sizes differ");
     for (int r = 0; r < in->np[2]; r++)

@@ -404,7 +404,7 @@ static void lower_convolution(lowering* L, prog_insn* in) {
   check(v, r >= 2 && k->rank == r && in->shape.rank == r, "convolution ranks");
   for (int t = 0; t < 3; t++) {
     prog_dtype dt = t == 0 ? x->dtype : t == 1 ? k->dtype : in->shape.dtype;
-    if (!is_arithmetic(dt) || dt == PROG_PRED || is_complex(dt))
+    if (!is_arithmetic(dt) || dt == PROG_PRED)
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(dt), v->op);
   }
   in->op = OP_CONVOLUTION;

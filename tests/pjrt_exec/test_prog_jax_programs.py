@@ -25,7 +25,7 @@ CASES = ["add_one", "mlp", "mlp_grad", "sgd_step", "softmax", "layernorm", "caus
          "while_loop", "cond_switch", "scan", "sort", "top_k_argmax", "windows", "dynamic_slices",
          "pad", "gather_scatter", "batched_indexing", "conv", "conv_grad", "bits", "rounding",
          "optimization_barrier", "int_widths", "float16", "float8", "complex", "mixed_dot",
-         "scalars_and_empties"]
+         "pred_f8_complex_products", "scalars_and_empties"]
 
 
 def run_jax(script: Path, library: Path, *args, timeout=600) -> subprocess.CompletedProcess:
