@@ -235,7 +235,8 @@ def test_the_command_line_as_written(tmp_path):
         x.startswith("python -m pytest_dumpref ") for x in lines), lines
     folder = _dump_as_the_readme_says(tmp_path)
     optimized = sorted(folder.glob("*jit_softmax*.cpu_after_optimizations.txt"))[0]
-    values = {"FILE": str(optimized), "NAME": "jit_softmax", "N": "2", "python": sys.executable}
+    values = {"FILE": str(optimized), "FILE...": str(optimized), "NAME": "jit_softmax", "N": "2",
+              "python": sys.executable}
     seen = set()
     for line in lines:
         sub = shlex.split(line)[3]
@@ -253,6 +254,9 @@ def test_the_command_line_as_written(tmp_path):
                               for m in out["modules"] for p in m.get("passes", [])
                               if "error" in p.get("xla", {})]
                     assert not errors, errors
+                if sub == "fusion":  # the softmax's decisions, each with the compiler's verdict
+                    decisions = [d for m in out["modules"] for d in m["decisions"]]
+                    assert decisions and all(d["compiler"] for d in decisions), out
             elif sub == "build-plugin":
                 lib = Path(r.stdout.strip().splitlines()[-1])
                 assert lib.is_file() and lib.suffix == ".so", r.stdout
@@ -260,7 +264,7 @@ def test_the_command_line_as_written(tmp_path):
                     assert lib.parent == tmp_path / "plugin-True", lib
             else:
                 assert r.stdout.strip(), f"{' '.join(args)} printed nothing"
-    assert seen == {"tour", "traffic", "build-plugin"}, seen
+    assert seen == {"tour", "traffic", "fusion", "build-plugin"}, seen
 
 
 # ---- Benchmarks ----------------------------------------------------------------------------
