@@ -69,7 +69,10 @@ _SUBPROCESS = textwrap.dedent("""
     from pathlib import Path
     from pytest_dumpref.examples import softmax
     from pytest_dumpref.xla.dump import DumpSession
-    jnp.ones(3) + 1  # other compiles first: the module number differs from the parent's
+    # More compiles first than the parent made before its dump, so that this process's module
+    # number is larger than the parent's whatever order the tests ran in.
+    for n in range(int(sys.argv[2]) + 1):
+        jnp.ones(n + 1) + 1
     X = np.linspace(-1, 1, 64 * 128, dtype=np.float32).reshape(64, 128)
     DumpSession(Path(sys.argv[1])).dump(softmax, X)
 """)
@@ -82,8 +85,10 @@ def test_manifest_is_identical_across_compiles_and_processes(softmax_dump, tmp_p
     again = DumpSession(tmp_path / "same").dump(softmax, X)
     mine = (d.folder / MANIFEST).read_text()
     assert (again.folder / MANIFEST).read_text() == mine
-    subprocess.run([sys.executable, "-c", _SUBPROCESS, str(tmp_path / "sub")], check=True,
-                   cwd=tmp_path, timeout=120)
+    parent_number = min(int(p.name.split(".")[0][len("module_"):])
+                        for p in d.folder.iterdir() if p.name.startswith("module_"))
+    subprocess.run([sys.executable, "-c", _SUBPROCESS, str(tmp_path / "sub"), str(parent_number)],
+                   check=True, cwd=tmp_path, timeout=300)
     (sub,) = (tmp_path / "sub").iterdir()
     assert (sub / MANIFEST).read_text() == mine
     assert sorted(p.name for p in sub.iterdir() if p.name.startswith("module_")) != \
