@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from pytest_dumpref.pjrt import minimal
-from pytest_dumpref.pjrt.build import LIBRARY_NAME, MINIMAL_LIBRARY_NAME, build_plugin
+from pytest_dumpref.pjrt.build import LIBRARY_NAME, build_plugin
 from pytest_dumpref.pjrt.jax_plugin import DEFAULT_PRIORITY
 from pytest_dumpref.pjrt.pjrt_map import (ERROR_CHANNEL, JAX_VIEW_CODE, LEVELS, OK_MARK,
                                           jax_view_table, level_passed, sent_facts)
@@ -159,9 +159,12 @@ def test_level1_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
     m, rows = _claim_level(pjrt_map, evidence, 1)
     assert m.needed and all(n.why for n in m.needed)
     assert m.needed_names[:2] == ["PJRT_Plugin_Initialize", "PJRT_Client_Create"]
-    at_exit = [n.entry_point for n in m.needed if n.at_exit]
+    at_exit = [n for n in m.needed if n.at_exit]
+    evidence.table("Level 1: knocked out, every check of the level passed, and the process then "
+                   "died at exit", [{"entry point": n.entry_point, "how the process ended": n.why}
+                                    for n in at_exit])
     evidence.number("level 1 entry points whose knock-out fails only at exit", len(at_exit))
-    assert at_exit == ["PJRT_Client_Destroy"], at_exit
+    assert [n.entry_point for n in at_exit] == ["PJRT_Client_Destroy"], at_exit
 
 
 @pytest.mark.claim("Holding arrays (level 2: device_put, np.asarray, delete) calls the entry "
@@ -337,17 +340,6 @@ def test_rules_measured_by_one_line_edits(pjrt_plugin, evidence, tmp_path):
     assert results["table struct_size 0"].passed
 
 
-# What a reader without this repository types, run here as written (in a folder holding only
-# minimal.c and the two level snippets, with this package's entry point not asked for).
-READER_RECIPE = """\
-# needs: a C compiler, and  pip install jax==0.10.2 jaxlib==0.10.2 xla-cpu-pjrt==0.0.1
-INCLUDE=$(python -c "import os, xla_plugins.xla_cpu_pjrt as x; print(os.path.join(list(x.__path__)[0], 'include'))")
-cc -std=c11 -O2 -Wall -Wextra -fPIC -shared -I"$INCLUDE" -o libdumpref_minimal.so minimal.c
-export PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:$PWD/libdumpref_minimal.so
-python level1.py && python level2.py
-"""
-
-
 @pytest.mark.claim("Appendix: the minimal plugin below, one C file that fills only the entry points "
                    "the map found needed and answers UNIMPLEMENTED in every other slot, builds "
                    "against the real pjrt_c_api.h with the command shown and passes level 1 and "
@@ -357,9 +349,6 @@ python level1.py && python level2.py
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method="the reader's recipe run as written in a fresh "
                         "folder; level snippets in subprocesses; sizes counted from the source and the built table")
 def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
-    import os
-    import subprocess
-    import sys
     built = build_plugin(tmp_path / "lib", minimal=True)
     size = minimal.size(built.path, len(pjrt_map.implemented))
     evidence.number("lines of minimal.c", size.lines)
@@ -382,27 +371,15 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
                   "pointer and reads it back through PJRT_Error_GetCode and PJRT_Error_Message, "
                   "then frees it with PJRT_Error_Destroy.")
     assert api.struct_size == api.header_struct_size("PJRT_Api")
-    client = api.create_client()
-    desc = api.call("PJRT_Device_GetDescription", device=api.first_device(client)).device_description
-    attributes = {"plugin": api.call("PJRT_Plugin_Attributes").num_attributes,
-                  "device": api.call("PJRT_DeviceDescription_Attributes",
-                                     device_description=desc).num_attributes}
-    api.destroy_client(client)
+    attributes = minimal.attribute_counts(api)
     # The reader's recipe, run as written in a folder of its own.
-    reader = tmp_path / "reader"
-    reader.mkdir()
-    (reader / "minimal.c").write_text(minimal.source_path().read_text())
-    for lv in LEVELS[:2]:
-        (reader / f"level{lv.number}.py").write_text(_as_run(lv.code))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DUMPREF_", "PJRT_"))}
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    done = subprocess.run(["bash", "-e", "-c", READER_RECIPE], cwd=reader, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = minimal.run_reader_recipe(tmp_path / "reader", {
+        f"level{lv.number}.py": _as_run(lv.code) for lv in LEVELS[:2]})
     marks = done.stdout.count(OK_MARK)
     evidence.number("level snippets that printed their mark in the reader's run", marks)
     assert done.returncode == 0 and marks == 2, done.stdout[-2000:] + done.stderr[-2000:]
     evidence.excerpt("Build and run it: the reader's recipe, run as written here (minimal.c, "
-                     "level1.py and level2.py in one folder)", READER_RECIPE, lang="bash")
+                     "level1.py and level2.py in one folder)", minimal.READER_RECIPE, lang="bash")
     # Level 3 is beyond it: jit needs PJRT_Client_Compile, which it answers UNIMPLEMENTED.
     runs = minimal.run_levels(built.path)
     evidence.table("The minimal plugin at each level (registered by PJRT_NAMES_AND_LIBRARY_PATHS)",

@@ -14,7 +14,10 @@ Study 3's appendix prints the file whole.  Here it is measured, not described:
 """
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,3 +150,41 @@ def run_edit(edit: Edit, out_dir: Path) -> EditResult:
     level = next(lv for lv in LEVELS if lv.number == edit.level)
     run = run_jax(built.path, level.code, trace=False, env=plain_registration(built.path))
     return EditResult(edit, level_passed(run), level_checks_passed(run), run.returncode, run.why)
+
+
+#: What a reader without this repository types (Study 3's appendix prints it), in a folder holding
+#: only minimal.c and the level snippets.
+READER_RECIPE = """\
+# needs: a C compiler, and  pip install jax==0.10.2 jaxlib==0.10.2 xla-cpu-pjrt==0.0.1
+INCLUDE=$(python -c "import os, xla_plugins.xla_cpu_pjrt as x; print(os.path.join(list(x.__path__)[0], 'include'))")
+cc -std=c11 -O2 -Wall -Wextra -fPIC -shared -I"$INCLUDE" -o libdumpref_minimal.so minimal.c
+export PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:$PWD/libdumpref_minimal.so
+python level1.py && python level2.py
+"""
+
+
+def run_reader_recipe(folder: Path, snippets: dict[str, str]) -> subprocess.CompletedProcess:
+    """READER_RECIPE run as written in `folder`, which gets minimal.c and the `snippets`
+    (file name -> text); this package's switches are left out of the environment, so the
+    device comes only from the recipe's own PJRT_NAMES_AND_LIBRARY_PATHS."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "minimal.c").write_text(source_path().read_text())
+    for name, text in snippets.items():
+        (folder / name).write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DUMPREF_", "PJRT_"))}
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return subprocess.run(["bash", "-e", "-c", READER_RECIPE], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def attribute_counts(api) -> dict[str, int]:
+    """How many plugin and device attributes a library reports, asked through cffi."""
+    client = api.create_client()
+    try:
+        desc = api.call("PJRT_Device_GetDescription", device=api.first_device(client)).device_description
+        return {"plugin": api.call("PJRT_Plugin_Attributes").num_attributes,
+                "device": api.call("PJRT_DeviceDescription_Attributes",
+                                   device_description=desc).num_attributes}
+    finally:
+        api.destroy_client(client)
