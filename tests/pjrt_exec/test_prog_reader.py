@@ -32,9 +32,10 @@ def test_reader_runs_captured_artifact(reader, folder, case):
         assert code == 0, message
         for g, e in zip(got, expected):
             if np.issubdtype(e.dtype, np.inexact) or e.dtype.name == "bfloat16":
-                scale = max(float(np.max(np.abs(e.astype(np.float64)))) if e.size else 0.0, 1e-30)
+                wide = np.complex128 if np.issubdtype(e.dtype, np.complexfloating) else np.float64
+                scale = max(float(np.max(np.abs(e.astype(wide)))) if e.size else 0.0, 1e-30)
                 tol = 1e-2 if e.dtype.name == "bfloat16" else 1e-5
-                assert float(np.max(np.abs(g.astype(np.float64) - e.astype(np.float64)), initial=0)) <= tol * scale
+                assert float(np.max(np.abs(g.astype(wide) - e.astype(wide)), initial=0)) <= tol * scale
             else:
                 np.testing.assert_array_equal(g, e)
     finally:
