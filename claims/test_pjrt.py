@@ -237,6 +237,61 @@ def test_transformer_block_runs_on_the_device(pjrt_plugin, evidence):
     assert got["max_rel_err"] < 1e-5
 
 
+# A whole model trains on the device: pytest_dumpref/examples.py's GPT-2 style step (vocab 64,
+# 16 positions, d_model 32, 2 layers, batch 2), two Adam steps from the same start on the
+# device and on XLA's CPU backend, in one subprocess.
+GPT2_SHAPES = {"tokens": (2, 17), "wte": (64, 32), "wpe": (17, 32), "blocks.w1": (2, 32, 64)}
+GPT2_RUN = """
+from pytest_dumpref import examples as ex
+import json
+params, state, tokens = ex.gpt2_step_inputs()
+step = jax.jit(ex.gpt2_train_step)
+dev, cpu = jax.devices('dumpref')[0], jax.devices('cpu')[0]
+got = step(*jax.device_put((params, state, tokens), dev))
+want = step(*jax.device_put((params, state, tokens), cpu))
+got2 = step(got[0], got[1], jax.device_put(tokens, dev))
+want2 = step(want[0], want[1], jax.device_put(tokens, cpu))
+err = ex.max_errors((want, want2), (got, got2))
+leaves = jax.tree_util.tree_leaves((got, got2))
+print(json.dumps({"params": {k: [str(a.dtype), list(a.shape)] for k, a in
+                             [("tokens", tokens), ("wte", params["wte"]), ("wpe", params["wpe"]),
+                              ("blocks.w1", params["blocks"]["w1"])]},
+                  "platforms": sorted({d.platform for l in leaves for d in l.devices()}),
+                  "outputs": len(leaves), "loss": [float(want[2]), float(got[2]), float(want2[2]), float(got2[2])],
+                  **err}))
+"""
+
+
+@pytest.mark.claim("A GPT-2 style training step (token and position embeddings by gather, two causal "
+                   "attention layers under lax.scan, cross-entropy, its gradient with the scatter-add "
+                   "into the embeddings, an Adam update), jitted on the dumpref device, matches XLA's "
+                   "CPU backend to f32 rounding: over two steps, every parameter and optimizer moment "
+                   "within a relative error of 1e-4.", title="A model's training step on the device",
+                   section="pjrt")
+@pytest.mark.provenance(dtype=("f32", "s32"), shapes=GPT2_SHAPES,
+                        method="jax.jit(examples.gpt2_train_step) on jax.devices('dumpref')[0] vs "
+                               "jax.devices('cpu')[0], one subprocess, two steps; relative error = "
+                               "max over output arrays of max |dumpref - cpu| / max |cpu|")
+def test_gpt2_training_step_runs_on_the_device(pjrt_plugin, evidence):
+    run = pjrt_plugin.run_jax(GPT2_RUN, trace=False, timeout=300)
+    assert run.ok, run.why
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    evidence.observe(params={k: (d, tuple(s)) for k, (d, s) in got["params"].items()})
+    evidence.excerpt("what ran, in a fresh Python with the plugin registered", _as_run(GPT2_RUN),
+                     lang="python")
+    # rounding differences: their size depends on summation order, so the check lets them move
+    evidence.number("max absolute error, dumpref vs CPU", got["max_abs"], tolerance=1.0)
+    evidence.number("max relative error, dumpref vs CPU", got["max_rel"], tolerance=1.0)
+    evidence.number("loss before the first step (CPU)", got["loss"][0], tolerance=1e-5)
+    evidence.number("loss before the second step (CPU)", got["loss"][2], tolerance=1e-5)
+    evidence.number("output arrays compared", got["outputs"])
+    assert got["platforms"] == ["dumpref"]
+    assert got["max_rel"] < 1e-4
+    assert abs(got["loss"][0] - got["loss"][1]) < 1e-5 and abs(got["loss"][2] - got["loss"][3]) < 1e-5
+    assert got["loss"][2] < got["loss"][0]
+
+
+
 @pytest.mark.claim("Object by object, listing the device (level 1) needs the plugin, client, "
                    "device, device description and memory; holding arrays (level 2) first needs "
                    "buffers and events; running programs (level 3) first needs executables, "
@@ -408,57 +463,3 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
     for lv in LEVELS[:2]:
         evidence.excerpt(f"level{lv.number}.py (level {lv.number}: {lv.goal})", _as_run(lv.code),
                          lang="python")
-
-
-# A whole model trains on the device: pytest_dumpref/examples.py's GPT-2 style step (vocab 64,
-# 16 positions, d_model 32, 2 layers, batch 2), two Adam steps from the same start on the
-# device and on XLA's CPU backend, in one subprocess.
-GPT2_SHAPES = {"tokens": (2, 17), "wte": (64, 32), "wpe": (17, 32), "blocks.w1": (2, 32, 64)}
-GPT2_RUN = """
-from pytest_dumpref import examples as ex
-import json
-params, state, tokens = ex.gpt2_step_inputs()
-step = jax.jit(ex.gpt2_train_step)
-dev, cpu = jax.devices('dumpref')[0], jax.devices('cpu')[0]
-got = step(*jax.device_put((params, state, tokens), dev))
-want = step(*jax.device_put((params, state, tokens), cpu))
-got2 = step(got[0], got[1], jax.device_put(tokens, dev))
-want2 = step(want[0], want[1], jax.device_put(tokens, cpu))
-err = ex.max_errors((want, want2), (got, got2))
-leaves = jax.tree_util.tree_leaves((got, got2))
-print(json.dumps({"params": {k: [str(a.dtype), list(a.shape)] for k, a in
-                             [("tokens", tokens), ("wte", params["wte"]), ("wpe", params["wpe"]),
-                              ("blocks.w1", params["blocks"]["w1"])]},
-                  "platforms": sorted({d.platform for l in leaves for d in l.devices()}),
-                  "outputs": len(leaves), "loss": [float(want[2]), float(got[2]), float(want2[2]), float(got2[2])],
-                  **err}))
-"""
-
-
-@pytest.mark.claim("A GPT-2 style training step (token and position embeddings by gather, two causal "
-                   "attention layers under lax.scan, cross-entropy, its gradient with the scatter-add "
-                   "into the embeddings, an Adam update), jitted on the dumpref device, matches XLA's "
-                   "CPU backend to f32 rounding: over two steps, every parameter and optimizer moment "
-                   "within a relative error of 1e-4.", title="A model's training step on the device",
-                   section="pjrt")
-@pytest.mark.provenance(dtype=("f32", "s32"), shapes=GPT2_SHAPES,
-                        method="jax.jit(examples.gpt2_train_step) on jax.devices('dumpref')[0] vs "
-                               "jax.devices('cpu')[0], one subprocess, two steps; relative error = "
-                               "max over output arrays of max |dumpref - cpu| / max |cpu|")
-def test_gpt2_training_step_runs_on_the_device(pjrt_plugin, evidence):
-    run = pjrt_plugin.run_jax(GPT2_RUN, trace=False, timeout=300)
-    assert run.ok, run.why
-    got = json.loads(run.stdout.strip().splitlines()[-1])
-    evidence.observe(params={k: (d, tuple(s)) for k, (d, s) in got["params"].items()})
-    evidence.excerpt("what ran, in a fresh Python with the plugin registered", _as_run(GPT2_RUN),
-                     lang="python")
-    # rounding differences: their size depends on summation order, so the check lets them move
-    evidence.number("max absolute error, dumpref vs CPU", got["max_abs"], tolerance=1.0)
-    evidence.number("max relative error, dumpref vs CPU", got["max_rel"], tolerance=1.0)
-    evidence.number("loss before the first step (CPU)", got["loss"][0], tolerance=1e-5)
-    evidence.number("loss before the second step (CPU)", got["loss"][2], tolerance=1e-5)
-    evidence.number("output arrays compared", got["outputs"])
-    assert got["platforms"] == ["dumpref"]
-    assert got["max_rel"] < 1e-4
-    assert abs(got["loss"][0] - got["loss"][1]) < 1e-5 and abs(got["loss"][2] - got["loss"][3]) < 1e-5
-    assert got["loss"][2] < got["loss"][0]
