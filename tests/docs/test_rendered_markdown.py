@@ -22,14 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHECKS = ["tables", "emphasis", "anchors", "contents", "paths", "details"]
 # Known defects of the committed writeup.md, each to be fixed where the text is made (strict: the
 # test fails once the defect is gone, so the entry is removed with the fix).
-KNOWN = {
-    ("writeup.md", "emphasis"): "notes and table cells are written into the Markdown unescaped: "
-    "'2*4*128*256*256' renders as 2<em>4</em>128... and '*.before_optimizations.txt ... (*.' as "
-    "italics. writeup.py escapes them since 06328de: delete this entry when writeup.md is "
-    "re-rendered (strict: the re-rendered file makes this test XPASS and fail until then)",
-    ("writeup.md", "contents"): "the committed writeup.md predates the contents list (writeup.py "
-    "renders one since 4028b04): delete this entry when writeup.md is re-rendered",
-}
+KNOWN: dict = {}   # (page, check) -> why that page is known to fail that check (strict xfail)
 
 
 @functools.lru_cache(maxsize=None)
