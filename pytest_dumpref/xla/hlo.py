@@ -365,6 +365,12 @@ def _matching_paren(text: str, open_pos: int) -> int:
     inner = text[open_pos + 1:close]
     if "(" not in inner and '"' not in inner:
         return close
+    return _closing(text, open_pos, "(", ")")
+
+
+def _closing(text: str, open_pos: int, opener: str, closer: str) -> int:
+    """Index of the ``closer`` matching the ``opener`` at ``open_pos``, skipping quoted
+    strings (with their backslash escapes), or -1 when it is never closed."""
     depth, in_str, i, n = 0, False, open_pos, len(text)
     while i < n:
         c = text[i]
@@ -375,9 +381,9 @@ def _matching_paren(text: str, open_pos: int) -> int:
                 in_str = False
         elif c == '"':
             in_str = True
-        elif c == "(":
+        elif c == opener:
             depth += 1
-        elif c == ")":
+        elif c == closer:
             depth -= 1
             if depth == 0:
                 return i
@@ -1259,24 +1265,7 @@ def _extract_inline(text: str, line: int, source):
 
 
 def _matching_brace(text: str, open_pos: int) -> int:
-    depth, in_str, i, n = 0, False, open_pos, len(text)
-    while i < n:
-        c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return -1
+    return _closing(text, open_pos, "{", "}")
 
 
 def _resolve(instructions: list, comp_name: str, source, start: int, offsets: list) -> list:
