@@ -455,17 +455,18 @@ AA_CHECK_US = 100
 AA_CHECK_US_ACROSS = 1000
 
 
-def _timing_listing(evidence) -> None:
-    """The timing method as it ran: the source of pytest_dumpref/timing.py's functions the
-    numbers come from, so that a reader can rerun it with plain jax."""
+def _timing_listing(evidence, plan) -> None:
+    """The timing method as it ran: the timed subprocess as a script that runs with plain jax
+    (timing.worker_listing: the plan's values, then the source of pytest_dumpref/timing.py's
+    worker), and the source of the statistic, so that a reader can rerun it."""
     import inspect
 
     from pytest_dumpref import timing
-    evidence.excerpt("the timed subprocess (pytest_dumpref/timing.py, as it ran): pinning, inputs, "
-                     "both variants compiled in one process, the A/A copy compiled afresh, the "
-                     "calibration kernels, the timed call, interleaved rounds",
-                     "\n\n".join(inspect.getsource(f) for f in (timing._pin, timing.fill, timing._stream,
-                                                                  timing._worker)), lang="python")
+    evidence.excerpt("the timed subprocess as it ran, one script for plain jax (timing.worker_listing): "
+                     "the plan, pinning, inputs, both variants compiled in one process, the A/A copy "
+                     "compiled afresh, the calibration kernels, the timed call, interleaved rounds; run it "
+                     f"with XLA_FLAGS={' '.join(timing.SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu",
+                     timing.worker_listing(plan), lang="python")
     evidence.excerpt("the statistic and the prediction (pytest_dumpref/timing.py, as it ran)",
                      "\n\n".join(inspect.getsource(f) for f in (
                          timing.TimingResult.paired_differences, timing.TimingResult.difference,
@@ -543,7 +544,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                   "held on an Intel Xeon (0.94-0.97) and does not on this project's AMD EPYC machines "
                   "(1.34-1.84 in three quiet runs), where the bandwidth of a cache-resident stream "
                   "under-predicts the unfused program's extra time.")
-    _timing_listing(evidence)
+    _timing_listing(evidence, plan)
     caches = cpu_caches(run.cpu)
     if caches:
         evidence.table(f"data caches of CPU {run.cpu} (Linux sysfs)", caches)
@@ -858,9 +859,10 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
         for v, opt in (("fused", {}), ("A/A", {}), ("unfused", {"xla_disable_hlo_passes": ",".join(PASSES)})):
             variants[f"{name}: {v}"] = opt
             programs[f"{name}: {v}"] = (f"pytest_dumpref.examples:{name}", tuple(spec))
-    run = run_plan(TimingPlan(program="pytest_dumpref.examples:softmax", args=(), variants=variants,
-                              programs=programs, stream_shape=X_SHAPE, cold_stream=True, rounds=20,
-                              calls_per_round=10, warmup_calls=5, timeout_s=900))
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(), variants=variants,
+                      programs=programs, stream_shape=X_SHAPE, cold_stream=True, rounds=20,
+                      calls_per_round=10, warmup_calls=5, timeout_s=900)
+    run = run_plan(plan)
     points = []
     for name in SUITE:
         predicted = run.predicted_seconds(predicted_bytes[name])
@@ -900,7 +902,7 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                   "(median error at most 10 %, worst at most 25 %) is stated against the two errors "
                   "above, not asserted; the column 'predicted at the cold-stream bandwidth' shows the "
                   "same bytes at the bandwidth of a stream whose inputs are not in cache.")
-    _timing_listing(evidence)
+    _timing_listing(evidence, plan)
     slower = [p["name"] for p in points if p["measured_us"] <= 0]
     assert not slower, f"undoing the fusion pass did not slow {slower}"
     assert aa_share <= AA_LIMIT, (

@@ -237,6 +237,48 @@ def run_plan(plan: TimingPlan) -> TimingResult:
                         xla_flags=raw["xla_flags"], jax_version=raw["jax_version"])
 
 
+def plan_listing(plan: TimingPlan) -> str:
+    """Python that defines every name the worker's source (``_worker``) uses besides jax and
+    numpy, with the values ``plan`` ran with: the imports, this module's constants, the plan
+    as a plain namespace, and the helper that turns a program reference into a function.  A
+    reader who pastes it above the worker's source has the timing loop as it ran."""
+    import inspect
+
+    def value(v) -> str:   # a dict one entry a line: the variants of a plan can be many
+        if isinstance(v, dict) and len(v) > 1:
+            return "{\n" + "".join(f"        {k!r}: {x!r},\n" for k, x in v.items()) + "    }"
+        return repr(v)
+
+    fields = "".join(f"    {name}={value(v)},\n" for name, v in asdict(plan).items() if name != "timeout_s")
+    constants = "\n".join(f"{name} = {globals()[name]!r}" for name in (
+        "SINGLE_THREAD_XLA_FLAGS", "STREAM", "DISPATCH", "STREAM_COLD", "COLD_INPUT_BYTES",
+        "AA_INERT_OPTION"))
+    return ("from __future__ import annotations\n\n"
+            "import importlib, json, os, random, resource, time, types\n\n"
+            "# pytest_dumpref/timing.py's constants\n" + constants + "\n\n"
+            "# the plan this claim ran; run_plan starts the worker in a fresh python with "
+            f"XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)},\n"
+            "# JAX_PLATFORMS=cpu and PYTHONHASHSEED=0, and the worker prints _worker(plan) as JSON.\n"
+            "# A program 'module:function' is imported by resolve_program; without this package, "
+            "define the\n# function (Study 2's program is listed above) and return it from "
+            "resolve_program.\n"
+            "plan = types.SimpleNamespace(\n" + fields + ")\n"
+            "plan.program_of = lambda variant: plan.programs.get(variant, (plan.program, plan.args))\n\n"
+            "class TimingError(RuntimeError):\n    pass\n\n\n"
+            + inspect.getsource(resolve_program) + "\n\n"
+            "# The tables' 'IQR over rounds %' of a variant: 100 * (q[2] - q[0]) / median(samples),\n"
+            "# q = statistics.quantiles(samples, n=4), samples = its per-round fastest calls.\n")
+
+
+def worker_listing(plan: TimingPlan) -> str:
+    """The timed subprocess as one script that runs with plain jax: ``plan_listing(plan)``,
+    then the source of the worker and the functions it calls, then the line that runs it."""
+    import inspect
+    return (plan_listing(plan) + "\n\n" + "\n\n".join(
+                inspect.getsource(f) for f in (_pin, fill, _stream, _worker))
+            + "\n\nprint(json.dumps(_worker(plan)))\n")
+
+
 def cpu_caches(cpu: int) -> list:
     """The data caches of ``cpu`` as Linux reports them (sysfs): level, size in bytes and the
     CPUs sharing each; empty where sysfs does not say.  Tells a reader at which level of the

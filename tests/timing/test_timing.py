@@ -5,6 +5,9 @@ on a tiny plan, for what the method promises: the pin, the flags, interleaving, 
 XLA's byte counts, and clear errors.
 """
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -118,6 +121,27 @@ def test_one_plan_times_several_programs_each_with_its_inputs():
     assert r.variants["ce"].hlo_text == r.variants["ce (A/A)"].hlo_text != r.variants["softmax"].hlo_text
     assert r.variants["ce (A/A)"].compiled_options == {timing.AA_INERT_OPTION: -2}
     assert r.cold_bandwidth > 0 and r.variants["ce"].transcendentals > 0
+
+
+def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
+    # The write-up prints worker_listing(plan) as the timing loop as it ran: it must run as a
+    # script of its own, every name defined, the program imported from the reader's module.
+    (tmp_path / "readers_program.py").write_text(
+        "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.exp(x) / jnp.sum(jnp.exp(x))\n")
+    plan = TimingPlan(program="readers_program:f", args=(("float32", (16, 16)),),
+                      variants={"a": {}, "a (A/A)": {}, "b": {"xla_disable_hlo_passes": "fusion"}},
+                      stream_shape=(32, 32), rounds=2, calls_per_round=2, warmup_calls=1)
+    script = timing.worker_listing(plan)
+    assert "import pytest_dumpref" not in script and "from pytest_dumpref" not in script
+    (tmp_path / "timed.py").write_text(script)
+    env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "timed.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert list(out["variants"]) == ["a", "a (A/A)", "b", timing.STREAM, timing.DISPATCH]
+    assert all(len(v["samples"]) == 2 for v in out["variants"].values())
+    assert out["variants"]["a (A/A)"]["compiled_options"] == {timing.AA_INERT_OPTION: -2}
 
 
 def test_failure_in_subprocess_names_the_program():
