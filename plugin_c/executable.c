@@ -6,6 +6,11 @@
  * for malformed bytes).  Execute runs it synchronously with prog_run on the input buffers'
  * host memory and returns new buffers and ready events.
  *
+ * Donation: an argument the program marks donated (`tf.aliasing_output` or `jax.buffer_donor`,
+ * as jax writes them for donate_argnums) and the options do not exempt
+ * (non_donatable_input_indices) is invalidated after a successful run, as PJRT_Buffer_Delete
+ * would; outputs are always fresh buffers (a copy, never an alias).
+ *
  * Ownership: a PJRT_Executable is a reference-counted view of one program.  The loaded
  * executable holds one reference; PJRT_LoadedExecutable_GetExecutable hands out another, which
  * the caller releases with PJRT_Executable_Destroy.
@@ -452,6 +457,58 @@ static PJRT_Error* check_inputs(const prog_program* p, PJRT_Buffer* const* input
   return NULL;
 }
 
+/* Which inputs this run donates: those the program marks (prog_input_donated) that the
+ * options do not exempt (PJRT_ExecuteOptions.non_donatable_input_indices).  A donated buffer
+ * may be neither passed twice nor held by an external reference (dlpack and friends): XLA
+ * refuses both, and so does this device, before anything runs. */
+static PJRT_Error* donated_inputs(const prog_program* p, const PJRT_ExecuteOptions* options,
+                                  PJRT_Buffer* const* inputs, size_t n, bool* donated) {
+  static const char* fn = "PJRT_LoadedExecutable_Execute";
+  const int64_t* exempt = NULL;
+  size_t num_exempt = 0;
+  if (options != NULL &&
+      options->struct_size >= PJRT_STRUCT_SIZE(PJRT_ExecuteOptions, num_non_donatable_input_indices) &&
+      options->num_non_donatable_input_indices > 0) {
+    if (options->non_donatable_input_indices == NULL)
+      return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "%s: options.non_donatable_input_indices is NULL for %zu indices", fn,
+                      options->num_non_donatable_input_indices);
+    exempt = options->non_donatable_input_indices;
+    num_exempt = options->num_non_donatable_input_indices;
+  }
+  for (size_t k = 0; k < n; k++) {
+    donated[k] = prog_input_donated(p, (int)k) != 0;
+    for (size_t q = 0; q < num_exempt && donated[k]; q++)
+      if (exempt[q] == (int64_t)k) donated[k] = false;
+  }
+  for (size_t k = 0; k < n; k++) {
+    if (!donated[k]) continue;
+    for (size_t q = 0; q < n; q++)
+      if (q != k && inputs[q] == inputs[k])
+        return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                        "%s: argument %zu is donated and also passed as argument %zu (a "
+                        "donated buffer may be passed only once)", fn, k, q);
+    if (atomic_load(&inputs[k]->external_references) > 0)
+      return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                      "%s: argument %zu is donated but an external reference holds its buffer",
+                      fn, k);
+  }
+  return NULL;
+}
+
+/* After a successful run: a donated input is gone, as PJRT_Buffer_Delete leaves it (the
+ * outputs are fresh buffers, so none aliases it). */
+static void invalidate_donated(PJRT_Buffer* const* inputs, const bool* donated, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    if (!donated[k]) continue;
+    PJRT_Buffer_Delete_Args d = {.struct_size = PJRT_Buffer_Delete_Args_STRUCT_SIZE,
+                                 .buffer = inputs[k]};
+    extern PJRT_Buffer_Delete dr_Buffer_Delete;
+    PJRT_Error* e = dr_Buffer_Delete(&d);
+    if (e != NULL) free(e);
+  }
+}
+
 static void destroy_outputs(PJRT_Buffer** outputs, size_t n) {
   for (size_t k = 0; k < n; k++)
     if (outputs[k] != NULL) {
@@ -488,11 +545,15 @@ PJRT_Error* dr_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args
   const void** in = calloc(n_in + 1, sizeof(void*));
   void** out = calloc(n_out + 1, sizeof(void*));
   PJRT_Buffer** outputs = calloc(n_out + 1, sizeof(PJRT_Buffer*));
-  if (in == NULL || out == NULL || outputs == NULL) {
+  bool* donated = calloc(n_in + 1, sizeof(bool));
+  if (in == NULL || out == NULL || outputs == NULL || donated == NULL) {
     error = dr_error(PJRT_Error_Code_RESOURCE_EXHAUSTED, "%s: out of memory", fn);
     goto done;
   }
-  error = check_inputs(p, n_in ? args->argument_lists[0] : NULL, n_in, in);
+  PJRT_Buffer* const* inputs = n_in ? args->argument_lists[0] : NULL;
+  error = check_inputs(p, inputs, n_in, in);
+  if (error != NULL) goto done;
+  error = donated_inputs(p, args->options, inputs, n_in, donated);
   if (error != NULL) goto done;
   for (size_t k = 0; k < n_out; k++) {
     const prog_shape* s = prog_output(p, (int)k);
@@ -505,6 +566,7 @@ PJRT_Error* dr_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args
     error = dr_error((PJRT_Error_Code)status.code, "%s: %s", fn, status.message);
     goto done;
   }
+  invalidate_donated(inputs, donated, n_in);
   for (size_t k = 0; k < n_out; k++) args->output_lists[0][k] = outputs[k];
   if (args->device_complete_events != NULL) args->device_complete_events[0] = dr_event_ready();
   free(outputs);
@@ -512,6 +574,7 @@ PJRT_Error* dr_LoadedExecutable_Execute(PJRT_LoadedExecutable_Execute_Args* args
 done:
   if (outputs != NULL) destroy_outputs(outputs, n_out);
   free(outputs);
+  free(donated);
   free(in);
   free(out);
   return error;

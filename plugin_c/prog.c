@@ -70,6 +70,11 @@ const prog_shape* prog_output(const prog_program* p, int i) {
   return &entry(p)->values[entry(p)->results[i]];
 }
 
+int prog_input_donated(const prog_program* p, int i) {
+  if (i < 0 || i >= entry(p)->num_args || entry(p)->donated == NULL) return 0;
+  return entry(p)->donated[i];
+}
+
 const char* prog_name(const prog_program* p) { return p->name; }
 uint64_t prog_fingerprint(const prog_program* p) { return p->fingerprint; }
 

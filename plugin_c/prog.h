@@ -76,6 +76,10 @@ int prog_num_inputs(const prog_program* program);
 int prog_num_outputs(const prog_program* program);
 const prog_shape* prog_input(const prog_program* program, int i);
 const prog_shape* prog_output(const prog_program* program, int i);
+/* Whether the caller donates input i's buffer: the entry function's argument carries
+ * `tf.aliasing_output` (an output may reuse it) or `jax.buffer_donor = true`.  The PJRT layer
+ * invalidates a donated buffer after a successful run (outputs are always fresh buffers). */
+int prog_input_donated(const prog_program* program, int i);
 /* The module's name (`jit_f`), for PJRT_Executable_Name. */
 const char* prog_name(const prog_program* program);
 /* A 64-bit hash (FNV-1a) of the artifact bytes, for PJRT_Executable_Fingerprint. */

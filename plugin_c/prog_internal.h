@@ -171,6 +171,8 @@ struct prog_func {
   int base;                  /* a region: values 0 .. base-1 are its enclosing function's */
   int first_arg;             /* args are values first_arg .. first_arg+num_args-1 */
   int num_args;
+  unsigned char* donated;    /* per arg: 1 when its buffer is donated (the argument carries
+                                tf.aliasing_output or jax.buffer_donor); NULL when none is */
   int num_values;
   prog_shape* values;        /* shape of every value */
   int num_insns;

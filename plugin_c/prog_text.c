@@ -661,15 +661,59 @@ static void skip_body(tx* t) {
   skip_loc(t);
 }
 
+/* Whether an argument's attribute dictionary (the text from `a` to `b`) donates its buffer:
+ * `tf.aliasing_output = N` or `jax.buffer_donor = true`, as jax writes them. */
+static bool span_has(const char* a, const char* b, const char* word) {
+  size_t n = strlen(word);
+  for (const char* q = a; q + n <= b; q++)
+    if (memcmp(q, word, n) == 0) return true;
+  return false;
+}
+
+static bool span_donates(const char* a, const char* b) {
+  return span_has(a, b, "tf.aliasing_output") || span_has(a, b, "jax.buffer_donor = true");
+}
+
+static void mark_donated(tx* t, prog_func* f, int arg) {
+  if (f->donated == NULL) f->donated = prog_alloc(t->v.ctx, (size_t)t->max_values, 1);
+  if (arg >= 0 && arg < t->max_values) f->donated[arg] = 1;
+}
+
+/* The generic form's `arg_attrs = [{...}, {...}]`: one dictionary per argument, in order. */
+static void generic_donors(tx* t, prog_func* f, const char* a, const char* b) {
+  int depth = 0, arg = -1;
+  const char* start = NULL;
+  bool quoted = false;
+  for (const char* q = a; q < b; q++) {
+    if (quoted) {
+      if (*q == '\\') q++;
+      else if (*q == '"') quoted = false;
+      continue;
+    }
+    if (*q == '"') quoted = true;
+    else if (*q == '{' && depth++ == 1) { arg++; start = q; }
+    else if (*q == '[' || *q == '(' || *q == '<') depth++;
+    else if ((*q == '}' || *q == ']' || *q == ')' || *q == '>') && --depth == 1 && *q == '}' &&
+             start != NULL && span_donates(start, q))
+      mark_donated(t, f, arg);
+  }
+}
+
 static void read_generic_signature(tx* t, prog_func* f, bool define) {
   expect(t, "()");
   expect(t, "<{");
+  const char *arg_attrs = NULL, *arg_attrs_end = NULL;
   while (!accept(t, "}")) {
     const char* key = ident(t);
     expect(t, "=");
     if (strcmp(key, "sym_name") == 0) {
       skip_space(t);
       f->name = symbol(t);
+    } else if (strcmp(key, "arg_attrs") == 0) {
+      skip_space(t);
+      arg_attrs = t->p;
+      skip_group(t);
+      arg_attrs_end = t->p;
     } else {
       op_args ignored;
       attribute(t, &ignored, key);
@@ -693,6 +737,7 @@ static void read_generic_signature(tx* t, prog_func* f, bool define) {
     } while (accept(t, ","));
     expect(t, ")");
   }
+  if (define && arg_attrs != NULL) generic_donors(t, f, arg_attrs, arg_attrs_end);
   expect(t, ":");
   if (!f->name) TFAIL(t, PROG_INVALID_ARGUMENT, "malformed MLIR text: func.func without sym_name");
 }
@@ -712,7 +757,11 @@ static void read_signature(tx* t, prog_func* f, bool define) {
       const char* n = value_name(t);
       expect(t, ":");
       prog_shape s = tensor(t);
-      if (peek(t, "{")) skip_group(t);
+      if (peek(t, "{")) {
+        const char* attrs = t->p;
+        skip_group(t);
+        if (define && span_donates(attrs, t->p)) mark_donated(t, f, f->num_args);
+      }
       skip_loc(t);
       if (define) {
         int id = new_value(t, n, s);

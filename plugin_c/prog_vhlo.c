@@ -746,6 +746,48 @@ static const bc_op* func_body_return(vh* v, const bc_block* b) {
   return ret;
 }
 
+/* A vhlo attribute's code and a cursor after it, without throwing: false for entries of other
+ * dialects or in textual form (argument attributes may carry anything: sdy shardings...). */
+static bool peek_vhlo_attr(vh* v, int i, uint64_t* code, bc_cursor* c) {
+  const bc_entry* e = attr_entry(v, i);
+  if (e->dialect != v->vhlo || !e->custom) return false;
+  *c = entry_cursor(v, e, "attribute");
+  *code = bc_varint(c);
+  return true;
+}
+
+/* Which arguments are donated: arg_attrs is an array of one dictionary per argument (name,
+ * value pairs); jax marks a donated argument with `tf.aliasing_output = N` (an output may take
+ * its buffer) or `jax.buffer_donor = true`.  Anything else in the dictionaries is skipped. */
+static void read_donors(vh* v, int arg_attrs, prog_func* f) {
+  uint64_t code;
+  bc_cursor c;
+  if (!peek_vhlo_attr(v, arg_attrs, &code, &c) || code != VH_ARRAY) return;
+  c.what = "argument attributes";
+  uint64_t n = bc_count(&c, 1);
+  for (uint64_t k = 0; k < n && k < (uint64_t)f->num_args; k++) {
+    bc_cursor d;
+    if (!peek_vhlo_attr(v, (int)bc_varint(&c), &code, &d) || code != VH_DICT) continue;
+    d.what = "argument attribute dictionary";
+    uint64_t pairs = bc_count(&d, 2);
+    for (uint64_t q = 0; q < pairs; q++) {
+      int name = (int)bc_varint(&d), value = (int)bc_varint(&d);
+      bc_cursor s;
+      if (!peek_vhlo_attr(v, name, &code, &s) || code != VH_STRING) continue;
+      const char* key = string_at(v, &s);
+      bool donor = strcmp(key, "tf.aliasing_output") == 0;
+      if (strcmp(key, "jax.buffer_donor") == 0) {
+        bc_cursor b;
+        donor = peek_vhlo_attr(v, value, &code, &b) && code == VH_BOOL && bc_varint(&b) != 0;
+      }
+      if (!donor) continue;
+      if (f->donated == NULL)
+        f->donated = prog_alloc(v->ctx, (size_t)f->num_args, sizeof(unsigned char));
+      f->donated[k] = 1;
+    }
+  }
+}
+
 /* Reads a function's signature (before any body is lowered, so calls can be checked). */
 static void declare_func(vh* v, const bc_op* op, prog_func* f) {
   v->op = "vhlo.func_v1";
@@ -761,6 +803,8 @@ static void declare_func(vh* v, const bc_op* op, prog_func* f) {
     check(v, b->arg_values[k] == k, "argument numbering");
     f->values[k] = tensor_type(v, b->arg_types[k]);
   }
+  int arg_attrs = op_attr(v, op, "arg_attrs");
+  if (arg_attrs >= 0) read_donors(v, arg_attrs, f);
   const bc_op* ret = func_body_return(v, b);
   f->num_results = ret->num_operands;
   f->results = ret->operands;

@@ -73,5 +73,18 @@ def initialize() -> None:
         priority = int(os.environ.get("DUMPREF_PJRT_PRIORITY", DEFAULT_PRIORITY))
         from jax._src import xla_bridge
         xla_bridge.register_plugin(PLATFORM, priority=priority, library_path=library)
+        enable_donation()
     except Exception as e:  # never stop jax from starting
         logger.warning("dumpref PJRT plugin not registered: %s", e)
+
+
+def enable_donation() -> None:
+    """Tell jax that the device honours buffer donation.  jax 0.10.2 decides this from a
+    hard-coded list of platforms (``jax._src.interpreters.mlir._platforms_with_donation``);
+    a platform outside it gets no aliasing in its programs and the warning "Some donated
+    buffers were not usable" for every donated argument.  The device invalidates each donated
+    input after a run (executable.c), as XLA does.  A jax without the list is left alone."""
+    from jax._src.interpreters import mlir
+    platforms = getattr(mlir, "_platforms_with_donation", None)
+    if isinstance(platforms, list) and PLATFORM not in platforms:
+        platforms.append(PLATFORM)

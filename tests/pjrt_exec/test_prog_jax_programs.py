@@ -99,3 +99,55 @@ def test_plugin_reports_the_stablehlo_version_it_reads(plugin_library, tmp_path)
         "print('VERSION', xla_bridge.get_backend('dumpref').stablehlo_current_version)\n")
     done = run_jax(script, plugin_library, timeout=300)
     assert "VERSION [1, 10, 0]" in done.stdout, done.stderr[-2000:]
+
+
+DONATION_SCRIPT = r"""
+import warnings
+warnings.simplefilter("error")  # "Some donated buffers were not usable" would be an error
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+dev, cpu = jax.devices("dumpref")[0], jax.devices("cpu")[0]
+
+def step(w, g, lr):
+    return w - lr * g, jnp.sum(g * g)
+
+cases = {"vector": (np.linspace(-1, 1, 6), np.arange(6.0), np.float64(0.5)),
+         "scalar": (np.float32(3), np.float32(2), np.float32(0.25)),
+         "empty": (np.zeros((0, 4), np.float32), np.zeros((0, 4), np.float32), np.float32(1)),
+         "int32": (np.arange(12, dtype=np.int32).reshape(3, 4), np.ones((3, 4), np.int32),
+                   np.int32(2))}
+for name, args in cases.items():
+    expected = jax.jit(step)(*jax.device_put(args, cpu))
+    on_dev = jax.device_put(args, dev)
+    got = jax.jit(step, donate_argnums=0)(*on_dev)
+    same = all(np.array_equal(np.asarray(e), np.asarray(g)) for e, g in zip(expected, got))
+    print("CASE", name, "deleted", [a.is_deleted() for a in on_dev], "same", same,
+          "on", sorted({d.platform for g in got for d in g.devices()}))
+    try:
+        np.asarray(on_dev[0])
+    except RuntimeError as e:
+        print("READ", name, "RuntimeError", str(e).split(".")[0])
+
+x = jax.device_put(np.zeros(10, np.float32), dev)
+try:
+    jax.jit(lambda a, b: a + b, donate_argnums=0)(x, x).block_until_ready()
+except Exception as e:
+    print("TWICE", type(e).__name__, "passed only once" in str(e))
+print("ALIVE", x.is_deleted(), float(np.asarray(x).sum()))
+"""
+
+
+def test_donated_buffers_are_invalidated(plugin_library, tmp_path):
+    """jax.jit(f, donate_argnums=0) on the device: no "not usable" warning (warnings are
+    errors in the script), the donated array reports deleted and refuses reads, the other
+    arguments live on, the result equals the CPU backend's; passing a donated buffer twice is
+    an error that leaves it alive (as on XLA:CPU)."""
+    script = tmp_path / "donate.py"
+    script.write_text(DONATION_SCRIPT)
+    done = run_jax(script, plugin_library, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("vector", "scalar", "empty", "int32"):
+        assert f"CASE {name} deleted [True, False, False] same True on ['dumpref']" in done.stdout, done.stdout
+        assert f"READ {name} RuntimeError Array has been deleted" in done.stdout, done.stdout
+    assert "TWICE JaxRuntimeError True" in done.stdout, done.stdout
+    assert "ALIVE False 0.0" in done.stdout

@@ -39,7 +39,7 @@ def compile_program(api, client, code: bytes, fmt=b"mlir", options=b""):
     return args.executable
 
 
-def execute(api, loaded, buffers, n_out):
+def execute(api, loaded, buffers, n_out, non_donatable=()):
     ffi = api.ffi
     arg_list = ffi.new("PJRT_Buffer*[]", buffers or 1)
     arg_lists = ffi.new("PJRT_Buffer**[]", [arg_list])
@@ -48,6 +48,10 @@ def execute(api, loaded, buffers, n_out):
     events = ffi.new("PJRT_Event*[]", 1)
     options = ffi.new("PJRT_ExecuteOptions*")
     options.struct_size = ffi.sizeof("PJRT_ExecuteOptions")
+    exempt = ffi.new("int64_t[]", list(non_donatable) or 1)
+    if non_donatable:
+        options.non_donatable_input_indices = exempt
+        options.num_non_donatable_input_indices = len(non_donatable)
     api.call("PJRT_LoadedExecutable_Execute", executable=loaded, options=options,
              argument_lists=arg_lists, num_devices=1, num_args=len(buffers),
              output_lists=out_lists, device_complete_events=events)
@@ -150,4 +154,67 @@ def test_execute_after_client_destroyed_is_an_error(api, folder):
     with pytest.raises(PjrtError) as err:
         execute(api, loaded, [], 1)
     assert err.value.code_name == "FAILED_PRECONDITION" and "destroyed" in err.value.message
+    destroy_loaded(api, loaded)
+
+
+#: Three arguments: %a donated with jax.buffer_donor, %b with tf.aliasing_output, %c not.
+DONATING = """func.func public @main(%a: tensor<3xf32> {jax.buffer_donor = true},
+    %b: tensor<3xf32> {tf.aliasing_output = 0 : i32}, %c: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = stablehlo.add %a, %b : tensor<3xf32>
+  %1 = stablehlo.multiply %0, %c : tensor<3xf32>
+  return %1 : tensor<3xf32>
+}"""
+
+
+def donating_program(form):
+    if form == "text":
+        return DONATING.encode()
+    if form == "generic":  # arg_attrs = [{...}, {...}, {}] among the function's properties
+        from jax._src.interpreters import mlir
+        from jaxlib.mlir import ir
+        with mlir.make_ir_context():
+            module = ir.Module.parse(DONATING)
+            return module.operation.get_asm(print_generic_op_form=True).encode()
+    from jaxlib.mlir.dialects import stablehlo  # the portable artifact jax would send
+    return stablehlo.serialize_portable_artifact_str(DONATING, "1.10.0")
+
+
+@pytest.mark.parametrize("form", ["text", "generic", "artifact"])
+@pytest.mark.parametrize("exempt", [(), (1,), (0, 1)])
+def test_execute_invalidates_donated_inputs(api, client, form, exempt):
+    """Arguments marked jax.buffer_donor or tf.aliasing_output are donated: after a run they
+    report deleted (and refuse reads), unless ExecuteOptions.non_donatable_input_indices
+    exempts them; the result is right either way."""
+    loaded = compile_program(api, client, donating_program(form))
+    device = api.first_device(client)
+    arrays = [np.array([1, 2, 3], np.float32), np.array([4, 5, 6], np.float32),
+              np.array([2, 2, 2], np.float32)]
+    buffers = [api.buffer_from_numpy(client, device, a) for a in arrays]
+    (out,), event = execute(api, loaded, buffers, 1, non_donatable=exempt)
+    api.destroy_event(event)
+    np.testing.assert_array_equal(api.to_numpy(out, np.float32), (arrays[0] + arrays[1]) * 2)
+    deleted = [bool(api.call("PJRT_Buffer_IsDeleted", buffer=b).is_deleted) for b in buffers]
+    assert deleted == [0 not in exempt, 1 not in exempt, False]
+    if deleted[0]:
+        with pytest.raises(PjrtError) as err:
+            api.to_numpy(buffers[0], np.float32)
+        assert "deleted" in err.value.message
+    for b in (*buffers, out):
+        api.destroy_buffer(b)
+    destroy_loaded(api, loaded)
+
+
+def test_execute_refuses_a_donated_buffer_passed_twice(api, client):
+    """f(donate(a), a) is an error before anything runs, as on XLA:CPU; the buffer survives."""
+    loaded = compile_program(api, client, donating_program("text"))
+    device = api.first_device(client)
+    a = api.buffer_from_numpy(client, device, np.ones(3, np.float32))
+    c = api.buffer_from_numpy(client, device, np.ones(3, np.float32))
+    with pytest.raises(PjrtError) as err:
+        execute(api, loaded, [a, a, c], 1)
+    assert err.value.code_name == "INVALID_ARGUMENT" and "passed only once" in err.value.message
+    assert not api.call("PJRT_Buffer_IsDeleted", buffer=a).is_deleted
+    np.testing.assert_array_equal(api.to_numpy(a, np.float32), np.ones(3, np.float32))
+    for b in (a, c):
+        api.destroy_buffer(b)
     destroy_loaded(api, loaded)
