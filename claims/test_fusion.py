@@ -204,7 +204,9 @@ def _fusion_log(d):
 def test_broadcast_fused_reciprocal_refused(dump, evidence):
     import inspect
     evidence.excerpt("the program and its input (pytest_dumpref/examples.py and this claim file, as they ran)",
-                     inspect.getsource(softmax) + "\n\n" + inspect.getsource(_x), lang="python")
+                     "import jax\nimport jax.numpy as jnp\nimport numpy as np\n\n"
+                     + inspect.getsource(softmax) + f"\n\nX_SHAPE = {X_SHAPE!r}\n\n\n"
+                     + inspect.getsource(_x), lang="python")
     d = dump(softmax, _x())
     before, _ = _around_pass(d, "fusion")
     divide, bcast, multiply = _normalisation(before.module)
