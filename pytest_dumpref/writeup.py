@@ -116,13 +116,21 @@ class _Out:
 
 # -- numbers -------------------------------------------------------------------------------
 
+def _float_text(value: float) -> str:
+    """A measured value as a reader compares it: from 1,000 up a whole number with thousands
+    separators (``53,153``, not ``5.315e+04``), below that four significant digits (``2.435``,
+    ``0.3365``); only below 1e-4, where the digits would follow a row of zeros, an exponent
+    (``4.353e-07``)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 def format_number(value, unit: str | None) -> str:
     if isinstance(value, bool):
         text = str(value)
     elif isinstance(value, int):
         text = f"{value:,}"
     else:
-        text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+        text = _float_text(value)
     if unit == "B" and isinstance(value, (int, float)) and abs(value) >= 1024:
         return f"{text} B ({_binary(value)})"
     return f"{text} {unit}" if unit else text
@@ -167,7 +175,7 @@ def _md_cell(v) -> str:
     if v is None:
         return ""
     if isinstance(v, float):
-        v = f"{v:.4g}"
+        v = _float_text(v)
     elif isinstance(v, int) and not isinstance(v, bool):
         v = f"{v:,}"
     text = str(v).replace("|", "\\|").replace("\n", " ")
@@ -370,22 +378,27 @@ def _evidence(out: _Out, rec: dict, report_name: str, skip_notes: set = frozense
     if numbers:
         out.blank()
         _numbers(out, numbers)
-    for item in items:
+    paired = False
+    for k, item in enumerate(items):
         kind = item["kind"]
+        if paired:  # the "after" half of a pair, rendered with its "before"
+            paired = False
+            continue
         if kind == "note":
             out.blank()
             out.text(prose(item["text"]))
         elif kind == "excerpt":
             out.blank()
+            after = items[k + 1] if k + 1 < len(items) else None
+            if after is not None and _before_after(item, after):
+                paired = True
+                _excerpt_pair(out, item, after)
+                continue
             lines = _fence(item["text"], item.get("lang"))
-            fold = item.get("fold")
-            if fold if fold is not None else len(lines) - 2 > EXCERPT_FOLD:
+            if _folds(item):
                 _folded(out, f"{item['title']} ({len(lines) - 2} lines)", lambda: [out.add(ln) for ln in lines])
             else:
-                out.add(f"**{item['title']}**")
-                out.blank()
-                for ln in lines:
-                    out.add(ln)
+                _excerpt_in_view(out, item["title"], lines)
         elif kind == "table":
             out.blank()
             _titled_table(out, item["title"], item["header"], item["rows"], item.get("tolerances") or {},
@@ -399,6 +412,43 @@ def _evidence(out: _Out, rec: dict, report_name: str, skip_notes: set = frozense
                 out.blank()
                 _titled_table(out, f"data plotted in “{item['title']}”", item["header"], item["rows"],
                               item.get("tolerances") or {})
+
+
+def _folds(excerpt: dict) -> bool:
+    """An excerpt folds when its claim says so, or, by default, when it is long."""
+    fold = excerpt.get("fold")
+    return fold if fold is not None else excerpt["text"].rstrip("\n").count("\n") + 1 > EXCERPT_FOLD
+
+
+def _before_after(a: dict, b: dict) -> bool:
+    """Two excerpts recorded one after the other as 'before NAME ...' and 'after NAME ...': the
+    two sides of one change, which a reader compares, so they fold (or stay) together."""
+    if b["kind"] != "excerpt":
+        return False
+    wa, wb = a["title"].split(" ", 2), b["title"].split(" ", 2)
+    return len(wa) > 1 and len(wb) > 1 and wa[0] == "before" and wb[0] == "after" and wa[1] == wb[1]
+
+
+def _excerpt_in_view(out: _Out, title: str, lines: list[str]) -> None:
+    out.add(f"**{title}**")
+    out.blank()
+    for ln in lines:
+        out.add(ln)
+
+
+def _excerpt_pair(out: _Out, before: dict, after: dict) -> None:
+    """One <details> for both sides when either would fold, both in view otherwise."""
+    fences = [_fence(x["text"], x.get("lang")) for x in (before, after)]
+
+    def body():
+        _excerpt_in_view(out, before["title"], fences[0])
+        out.blank()
+        _excerpt_in_view(out, after["title"], fences[1])
+    if _folds(before) or _folds(after):
+        name = before["title"].split(" ", 2)[1]
+        _folded(out, f"before and after {name} ({len(fences[0]) - 2} + {len(fences[1]) - 2} lines)", body)
+    else:
+        body()
 
 
 def _reproduce(out: _Out, rec: dict, report_name: str) -> None:
@@ -415,6 +465,11 @@ def _reproduce(out: _Out, rec: dict, report_name: str) -> None:
         entries.append(f"{what} **{_md_cell(item['title'])}** at {where}, sha256 `{item['sha256'][:16]}…`")
     if len(entries) == 1:
         out.add(f"leaves the evidence kept by hash: {entries[0]}.")
+    elif len(entries) > TABLE_FOLD:  # a claim over many programs: its list would fill a page
+        out.add(f"leaves the evidence kept by hash, {len(entries)} files and folders, listed below.")
+        out.blank()
+        _folded(out, f"the {len(entries)} files and folders of evidence, with their sha256",
+                lambda: [out.add(f"- {e}") for e in entries])
     else:
         out.add("leaves the evidence kept by hash:")
         out.blank()
@@ -484,7 +539,7 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
         common = set.intersection(*(set(_row_key(x) for x in v) for v in rows.values()))
         head = [x for x in rows[rs[0]["nodeid"]] if _row_key(x) in common]
         if head:
-            _provenance_table(out, "provenance of every claim in this study", head)
+            _provenance_table(out, "of every claim in this study", head)
             out.blank()
         # a note every claim of the study records (what a shared fixture says) is said once, here
         shared = [i["text"] for i in rs[0]["evidence"] if i["kind"] == "note" and len(rs) > 1
@@ -546,7 +601,8 @@ def _link_text(title: str) -> str:
 
 
 def _provenance_table(out: _Out, title: str, rows) -> None:
-    out.add(f"| {title} |  |")
+    # the title heads the wide value column: in the narrow name column it wrapped word by word
+    out.add(f"| provenance | {title} |")
     out.add("|---|---|")
     for name, value in rows:
         out.add(f"| {name} | ", value, " |")
@@ -556,14 +612,22 @@ def _environment(out: _Out, records, environment: dict, config: DumprefConfig, r
     out.where, out.claim = "environment", None
     out.add("## Environment")
     out.blank()
-    out.add("|  |  |")
+    out.add("| environment | of the run that wrote this file |")
     out.add("|---|---|")
     for k in ("chip", "platform", "jax", "jaxlib", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty"):
         text = _md_cell(environment.get(k))
         rule = "machine" if k in MACHINE else "varies" if k in RUN_TO_RUN else None
         out.add(f"| {k} | ", Var(text, rule, what=k) if rule else text, " |")
     out.blank()
-    setup = f"Set up once: `{config.setup}`. " if config.setup else ""
+    setup = ""
+    if config.setup:
+        setup = f"Set up once: `{config.setup}`. "
+        # the commands below name no interpreter path: they run in the environment the set-up
+        # made, which a new shell has to activate again
+        activate = re.search(r"(?:^|&&|;)\s*((?:\.|source)\s+\S*activate)\s*(?:&&|;|$)", config.setup)
+        setup += ("Every command below runs in that environment: in a new shell, activate it "
+                  f"again first (`{activate.group(1)}`). " if activate else
+                  "Every command below runs in the environment that set-up made, activated. ")
     out.add(f"{setup}From the project's root folder, re-prove this whole file with "
             f"`{reprove_command(records, config, report_name, 'dumpref-check')}`: it renders the "
             "file afresh and compares it line by line, every number within the tolerance shown "
@@ -628,6 +692,21 @@ def stored(record: dict, environment: dict) -> dict:
 
 
 # -- reading back --------------------------------------------------------------------------
+
+def readable_body(text: str) -> list[str]:
+    """The lines a reader scrolls through: those before the data block and outside every
+    <details> block (a folded block's own <details> and </details> lines included).  Its length
+    is how long the document reads; folded evidence is one click away and not counted."""
+    out, depth = [], 0
+    for ln in text.split("\n"):
+        if ln.startswith(DATA_BEGIN):
+            break
+        depth += ln.count("<details")
+        if depth == 0:
+            out.append(ln)
+        depth -= ln.count("</details>")
+    return out
+
 
 def split(text: str) -> tuple[list[str], str | None]:
     """The visible lines of a write-up, and its data block's JSON text (None: no block, "":

@@ -80,7 +80,7 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     assert "  - [A megabyte in elements](#claim-test-claims-py-test-bytes)" in text
     assert '<a id="claim-test-claims-py-test-bytes"></a>' in text
     # provenance is stated once per study
-    assert text.count("| method | counting |") == 2 and "provenance of every claim in this study" in text
+    assert text.count("| method | counting |") == 2 and "| provenance | of every claim in this study |" in text
     assert "| bytes | 1,048,576 B (1.00 MiB) | exact |" in text
     assert "| time | 1 ms | ±25% |" in text
     assert "```hlo\nROOT add.1 = f32[1024,1024]{1,0} add(p0, p1)\n```" in text
@@ -403,7 +403,7 @@ def test_two(evidence):
     pytester.runpytest("--dumpref-report=w.md").assert_outcomes(passed=2)
     text = (pytester.path / "w.md").read_text().split("<!-- dumpref-data")[0]
     head = text[text.index("## Claims"):text.index("### One")]
-    assert "| provenance of every claim in this study |" in head and "| dtype | f32 |" in head
+    assert "| provenance | of every claim in this study |" in head and "| dtype | f32 |" in head
     assert "| method |" not in head
     assert "First\n\n*Provenance of this claim, where it differs from the study's:* **method** counting\n" in text
     assert "*Provenance of this claim, where it differs from the study's:* **method** measuring" in text
