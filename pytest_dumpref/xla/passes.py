@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .dump import Dump, DumpError, LazyHloFile
+from .hlo import PRIMITIVE_BITS, parse_shape
 from .traffic import FREE_OPCODES
 
 # Instructions that move no data of their own: XLA's traffic accounting and ours skip them.
@@ -38,6 +39,28 @@ _METADATA_TEXT = re.compile(r", metadata=\{[^{}]*\}")
 
 
 # ---- the rules, in words ------------------------------------------------------------------
+
+def _element_bytes_text() -> str:
+    """The byte width of every element type, grouped, from the table hlo.py sizes arrays with
+    (so the stated rule cannot drift from the sizes used)."""
+    whole, sub = {}, []
+    for t, bits in PRIMITIVE_BITS.items():
+        if t in ("token", "opaque"):
+            continue
+        (sub if bits < 8 else whole.setdefault(bits // 8, [])).append(t)
+    groups = "; ".join(f"{n} B: {', '.join(ts)}" for n, ts in sorted(whole.items()))
+    return (f"{groups}; the sub-byte types ({', '.join(sub)}) 1 B each, unless the layout packs "
+            "them (E(b) in the layout, as in {0:E(4)}: ceil(count * b / 8) bytes for the array); "
+            f"and, whatever their dimensions, a token array {_array_bytes_of('token')} B and an "
+            f"opaque one {_array_bytes_of('opaque')} B (a pointer)")
+
+
+def _array_bytes_of(element_type: str) -> int:
+    return parse_shape(f"{element_type}[]").byte_size
+
+
+_ELEMENT_BYTES = _element_bytes_text()
+
 #
 # One entry per rule, in the order a reader needs them.  Each names what the code below does;
 # a change of the code that changes a rule changes its text here.
@@ -82,15 +105,34 @@ DEFINITIONS: dict[str, str] = {
         "ShapeUtil::TransposeIsBitcast test: equal element types, and the transpose's "
         "dimensions taken in the order of the result's minor-to-major layout give the "
         "operand's minor-to-major layout (f32[4,4,128,64]{3,1,2,0} transpose(f32[4,128,4,64]"
-        "{3,2,1,0}), dimensions={0,2,1,3} is one). A call, while or conditional runs the "
-        "kernels of its computations instead (a while body known_trip_count times, its "
-        "condition once more; of a conditional's branches the one XLA's rules give the most "
-        "bytes), named <call>/<instruction>."),
+        "{3,2,1,0}), dimensions={0,2,1,3} is one). The operand's layout is that of the "
+        "instruction the transpose names as its operand, looked up by that name in the "
+        "transpose's own computation; a shape printed without a layout has the default one, "
+        "{n-1,...,1,0}. Only transpose gets that test: a copy or a reshape is a kernel whatever "
+        "its layouts (until a pass such as reshape-decomposer makes it a bitcast). A call, while or conditional is not itself a kernel: it runs the "
+        "kernels of the computations it calls, found by this same rule inside them (so their "
+        "parameters are not kernels either, and a kernel there reads its operands, the "
+        "callee's parameters included, at their shapes): a while body known_trip_count times "
+        "(once when its backend_config gives none), its condition once more; of a "
+        "conditional's branches the one XLA's rules give the most bytes. Such kernels are "
+        "named <call>/<instruction> (nested: <call>/<while>/<instruction>)."),
     "bytes": (
         "Bytes, spill-style: a kernel reads the whole of each operand slot (an operand used "
         "twice, as in multiply(x, x), is read twice) and writes the whole of its result; an "
-        "array's size is its element count times the element's bytes (f32 and s32: 4, pred: "
-        "1), a tuple's the sum of its parts. A state's bytes read and written are the sums over its kernels."),
+        "array's size is its element count (a bounded dynamic dimension <=N counted as N) "
+        "times its element type's bytes, " + _ELEMENT_BYTES + "; a tuple's size is the sum "
+        "of its parts' (not XLA's table of pointers). A state's bytes read and written are "
+        "the sums over its kernels."),
+    "xla bytes": (
+        "XLA's figures, 'bytes accessed' and 'flops', are XLA's own HloCostAnalysis of the same "
+        "snapshot text, shown beside the counts above. Its 'bytes accessed' follows rules of its "
+        "own per instruction, which differ from spill-style at instructions that can be named "
+        "(python -m pytest_dumpref traffic FILE names each, with the reason), and it adds the "
+        "per-instruction amounts in float32, which above 2**24 (16 MiB) cannot hold every "
+        "integer: a total above that comes out a few bytes off. '(float32 rounding)' in a table "
+        "of differences is that, not an instruction: the exact sum of XLA's per-instruction "
+        "amounts (ours) beside its float32 total, which replaying its additions in its order "
+        "(traffic.xla_float32_total) gives exactly."),
     "score": (
         "Score of a step: |d bytes read| / R0 + |d bytes written| / W0 + instructions "
         "changed / N0, d between the two states of the step, where R0 and W0 are the bytes "

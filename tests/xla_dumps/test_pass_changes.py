@@ -330,7 +330,38 @@ def test_definitions_name_the_rules_the_code_applies():
         assert opcode in DEFINITIONS["kernels"]
     assert "TransposeIsBitcast" in text and "R0" in text and "N0" in text
     assert list(DEFINITIONS) == ["states", "changed", "instructions", "matching", "kernels",
-                                 "bytes", "score", "kernels matched"]
+                                 "bytes", "xla bytes", "score", "kernels matched"]
+
+
+def test_definitions_state_the_byte_size_hlo_gives_every_element_type():
+    """DEFINITIONS["bytes"] lists each element type under a byte width ("2 B: s16, u16, f16,
+    bf16"); read back, every type the parser knows is stated once, with the size it gives an
+    array of that type, and a packed sub-byte layout gives what the stated formula gives."""
+    from pytest_dumpref.xla.hlo import PRIMITIVE_BITS, parse_shape
+    text = DEFINITIONS["bytes"]
+    stated = {}
+    for n, names in re.findall(r"(\d+) B: ([a-z0-9, ]+?)(?=;)", text):
+        for t in names.split(", "):
+            stated[t] = int(n)
+    sub = re.search(r"the sub-byte types \(([a-z0-9, ]+)\) 1 B each", text).group(1).split(", ")
+    stated.update({t: 1 for t in sub})
+    stated.update({t: int(n) for t, n in re.findall(r"\b(token|opaque) (?:array|one) (\d+) B", text)})
+    assert sorted(stated) == sorted(PRIMITIVE_BITS)
+    for t, n in stated.items():
+        assert parse_shape(f"{t}[3]").byte_size == (0 if t == "token" else 3 * n if t != "opaque" else n), t
+    for t in sub:  # packed: ceil(count * b / 8)
+        assert parse_shape(f"{t}[5]{{0:E(4)}}").byte_size == -(-5 * 4 // 8)
+    assert "bf16" in stated and stated["bf16"] == 2 and stated["c128"] == 16 and stated["pred"] == 1
+    # bounded dynamic dimensions at their bound, as stated
+    assert "<=N counted as N" in text and parse_shape("f32[<=8]").byte_size == 32
+
+
+def test_definitions_say_a_call_is_no_kernel_and_where_the_transpose_test_reads_layouts():
+    k = DEFINITIONS["kernels"]
+    assert "A call, while or conditional is not itself a kernel" in k
+    assert "parameters are not kernels" in k
+    assert "looked up by that name in the transpose's own computation" in k
+    assert "a copy or a reshape is a kernel whatever its layouts" in k
 
 
 def test_the_cost_listing_runs_with_plain_jax_and_gives_xla_private_numbers(block_dump, tmp_path):
