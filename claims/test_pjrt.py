@@ -10,6 +10,7 @@ and one-line edits of it measure the rules the map states (pytest_dumpref/pjrt/m
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -115,8 +116,8 @@ def _claim_level(pjrt_map, evidence, number):
     rows = [r for r in pjrt_map.first_need_table() if r["level"] == number]
     earlier = {n for lm in pjrt_map.levels if lm.level.number < number for n in lm.called}
     evidence.note("Two tiers. Every entry point jax calls must be a real function: jaxlib calls "
-                  "the slot without checking it for NULL (the appendix measures what a NULL slot "
-                  "does). Of those, the needed ones must also succeed; the others may answer "
+                  "the slot without checking it for NULL (the one-line edits below measure what a "
+                  "NULL slot does). Of those, the needed ones must also succeed; the others may answer "
                   "UNIMPLEMENTED. Needed is measured by knocking each one out: "
                   "DUMPREF_PJRT_DISABLE=PJRT_Name (read by plugin_c/hooks.c) makes that entry point "
                   "answer UNIMPLEMENTED at once, without rebuilding, and the level is run again; "
@@ -182,12 +183,20 @@ def test_level2_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
 
 @pytest.mark.claim("Running jitted programs (level 3: jax.jit compiles StableHLO bytecode that the "
                    "device reads and interprets in C) needs the level-1 and level-2 entry points "
-                   "plus the ones in the table, in the order shown, each with what broke without it.",
+                   "its snippet calls plus the ones in the table, in the order shown, each with what broke without it.",
                    title="Level 3: running jitted programs",
                    section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (2, 3)}, method=METHOD)
 def test_level3_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
     m, rows = _claim_level(pjrt_map, evidence, 3)
+    earlier = set(pjrt_map.level(1).needed_names) | set(pjrt_map.level(2).needed_names)
+    not_needed = sorted(earlier - set(m.needed_names))
+    uncalled = [n for n in not_needed if n not in m.called]
+    evidence.note(f"Of the {len(earlier)} entry points levels 1 and 2 need, level 3's snippet needs "
+                  f"{len(earlier) - len(not_needed)}"
+                  + (f"; it never calls {', '.join(uncalled)}" if uncalled else "")
+                  + (f"; it calls but does not need {', '.join(n for n in not_needed if n not in uncalled)}"
+                     if len(uncalled) < len(not_needed) else "") + ".")
     names = [r["entry point"] for r in rows]
     assert "PJRT_Client_Compile" in names and "PJRT_LoadedExecutable_Execute" in names
     assert names.index("PJRT_Client_Compile") < names.index("PJRT_LoadedExecutable_Execute")
@@ -383,7 +392,9 @@ def test_rules_measured_by_one_line_edits(pjrt_plugin, evidence, tmp_path):
          "level passed": "yes" if r.passed else "no", "how the run ended": r.why}
         for r in results.values()])
     null_called = results["NULL slot jax calls"]
-    evidence.number("exit status with a NULL slot jax calls", null_called.returncode)
+    evidence.number("return code of the level's python with a NULL slot jax calls (minus the signal "
+                    "that killed it, as Python's subprocess reports it; a shell shows 128 + signal)",
+                    null_called.returncode)
     assert null_called.returncode == -11 and not null_called.checks_passed  # SIGSEGV
     assert results["NULL slot jax never calls"].passed
     assert not results["ToHostBuffer without its event"].passed
@@ -407,7 +418,7 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
     built = build_plugin(tmp_path / "lib", minimal=True)
     size = minimal.size(built.path, len(pjrt_map.implemented))
     evidence.number("lines of minimal.c", size.lines)
-    evidence.number("slots it fills (SLOT rows of its table)", len(size.filled_in_source))
+    evidence.number("slots it fills (SLOT entries of its table)", len(size.filled_in_source))
     evidence.number("slots filled in the built table (not the shared UNIMPLEMENTED)", size.filled_in_library)
     evidence.number("slots of the PJRT_Api table", size.slots)
     evidence.number("lines of the full plugin (plugin_c/*.c, *.h)", size.full_lines)
@@ -417,6 +428,10 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
     needed = set(pjrt_map.level(1).needed_names) | set(pjrt_map.level(2).needed_names) | set(ERROR_CHANNEL)
     assert set(size.filled_in_source) == needed, set(size.filled_in_source) ^ needed
     assert size.filled_in_library == len(size.filled_in_source)
+    evidence.note(f"The {len(size.filled_in_source)} slots it fills are the {len(needed - set(ERROR_CHANNEL))} "
+                  f"entry points levels 1 and 2 need and the {len(ERROR_CHANNEL)} of the error channel ("
+                  + ", ".join(sorted(ERROR_CHANNEL)) + "). To check a copy of minimal.c below: sha256 "
+                  + hashlib.sha256(minimal.source_path().read_bytes()).hexdigest() + ".")
     # The table's own fields, as the built library reports them, against the header's.
     api = built.api
     evidence.note(f"The PJRT_Api table itself: struct_size = {api.struct_size} (the header's "
@@ -455,7 +470,8 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
                   "and struct_size, the plugin fills the fields marked // out in pjrt_c_api.h and "
                   "returns NULL for success or a PJRT_Error* it allocated. The objects behind the "
                   "handles are the plugin's own structs. To see what each entry point is for, "
-                  "replace its SLOT row's function by the stub (delete the row): that is the "
+                  "remove its SLOT(name) entry from the table (a line of the table may hold "
+                  "several; the compiler then warns that the function is unused): that is the "
                   "knock-out the level tables above were measured with, and the level then fails "
                   "as their 'why' column says.")
     evidence.excerpt("plugin_c/minimal/minimal.c, the whole file", minimal.source_path().read_text(),
