@@ -4,8 +4,9 @@
  * A buffer is always dense and row-major on the device.  The host side may be anything numpy
  * makes: jaxlib hands over raw numpy byte strides (transposed, sliced, negative), so both copies
  * go through one strided n-d copy.  Element types are only a size here: the device never looks
- * inside an element, so bf16, float8 and complex cost nothing extra.  Sub-byte types (int4,
- * int2, float4) are packed by jaxlib in ways this device does not model: they are refused with
+ * inside an element, so bf16, float8 and complex cost nothing extra.  int4 and uint4 arrive
+ * from jaxlib as numpy holds them, one byte per element (the value in the low nibble, byte
+ * strides in bytes), and are kept so; the other sub-byte types (int2, float4) are refused with
  * a message, never mis-copied.
  */
 #include <stdio.h>
@@ -29,6 +30,8 @@ size_t dr_element_size(PJRT_Buffer_Type type) {
     case PJRT_Buffer_Type_F8E4M3:
     case PJRT_Buffer_Type_F8E3M4:
     case PJRT_Buffer_Type_F8E8M0FNU:
+    case PJRT_Buffer_Type_S4:
+    case PJRT_Buffer_Type_U4:
       return 1;
     case PJRT_Buffer_Type_S16:
     case PJRT_Buffer_Type_U16:
@@ -46,7 +49,7 @@ size_t dr_element_size(PJRT_Buffer_Type type) {
       return 8;
     case PJRT_Buffer_Type_C128:
       return 16;
-    default: /* INVALID, TOKEN, S4, U4, S2, U2, F4E2M1FN */
+    default: /* INVALID, TOKEN, S2, U2, F4E2M1FN */
       return 0;
   }
 }

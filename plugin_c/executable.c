@@ -96,6 +96,8 @@ static PJRT_Buffer_Type buffer_type(prog_dtype t) {
     case PROG_F8E5M2: return PJRT_Buffer_Type_F8E5M2;
     case PROG_C64: return PJRT_Buffer_Type_C64;
     case PROG_C128: return PJRT_Buffer_Type_C128;
+    case PROG_S4: return PJRT_Buffer_Type_S4;
+    case PROG_U4: return PJRT_Buffer_Type_U4;
   }
   return PJRT_Buffer_Type_INVALID;
 }

@@ -50,6 +50,9 @@ typedef enum {
   PROG_S8, PROG_U8, PROG_U32, PROG_U64, PROG_F16, PROG_S16, PROG_U16,
   PROG_F8E4M3FN, PROG_F8E5M2,  /* f8: moved and converted only */
   PROG_C64, PROG_C128,         /* complex: (real, imaginary) pairs of f32 or f64 */
+  PROG_S4, PROG_U4,            /* 4-bit integers: one byte per element, the value in the low
+                                  nibble (as ml_dtypes and jaxlib hold them; the high nibble is
+                                  ignored on read and written 0) */
 } prog_dtype;
 
 #define PROG_MAX_RANK 16

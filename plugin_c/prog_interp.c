@@ -110,7 +110,8 @@ bool rt_is_float(prog_dtype t) {
 }
 
 bool rt_is_unsigned(prog_dtype t) {
-  return t == PROG_U8 || t == PROG_U16 || t == PROG_U32 || t == PROG_U64 || t == PROG_PRED;
+  return t == PROG_U8 || t == PROG_U16 || t == PROG_U32 || t == PROG_U64 || t == PROG_PRED ||
+         t == PROG_U4;
 }
 
 /* ---- element access (a per-element switch: for convert and the rarer ops) ---------------- */
@@ -141,6 +142,8 @@ int64_t rt_get_i(prog_dtype t, const void* p, int64_t i) {
     case PROG_U32: return ((const uint32_t*)p)[i];
     case PROG_S64: return ((const int64_t*)p)[i];
     case PROG_U64: return (int64_t)((const uint64_t*)p)[i];
+    case PROG_S4: return (int8_t)(uint8_t)(((const uint8_t*)p)[i] << 4) >> 4;
+    case PROG_U4: return ((const uint8_t*)p)[i] & 0xf;
     default: return (int64_t)rt_get_f(t, p, i);
   }
 }
@@ -174,6 +177,8 @@ void rt_put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from_flo
       return;
     case PROG_PRED: ((uint8_t*)p)[i] = from_float ? f != 0 : n != 0; return;
     case PROG_S8: ((int8_t*)p)[i] = (int8_t)(from_float ? saturate(f, -128, 127) : n); return;
+    case PROG_S4: ((uint8_t*)p)[i] = (uint8_t)((from_float ? saturate(f, -8, 7) : n) & 0xf); return;
+    case PROG_U4: ((uint8_t*)p)[i] = (uint8_t)((from_float ? saturate(f, 0, 15) : n) & 0xf); return;
     case PROG_U8: ((uint8_t*)p)[i] = (uint8_t)(from_float ? saturate(f, 0, 255) : n); return;
     case PROG_S16:
       ((int16_t*)p)[i] = (int16_t)(from_float ? saturate(f, -32768, 32767) : n);
@@ -405,6 +410,62 @@ static float* widen(prog_dtype t, const uint16_t* a, int64_t n) {
   return w;
 }
 
+/* 4-bit integers, element by element: values widened to int64 (s4 sign-extended, u4 not),
+ * the result wrapped to 4 bits.  Shifts and bit counts see the 4 bits, as XLA's do. */
+static int64_t int4_unary(prog_opcode op, int64_t x, bool is_signed) {
+  unsigned bits = (unsigned)x & 0xfu;
+  switch (op) {
+    case OP_NEGATE: return -x;
+    case OP_ABS: return is_signed && x < 0 ? -x : x;
+    case OP_SIGN: return is_signed && x < 0 ? -1 : x != 0;
+    case OP_NOT: return ~x;
+    case OP_POPCNT: return __builtin_popcount(bits);
+    case OP_CLZ: return bits == 0 ? 4 : __builtin_clz(bits) - (int)(8 * sizeof(unsigned) - 4);
+    default: return 0;
+  }
+}
+
+static int64_t int4_binary(prog_opcode op, int64_t x, int64_t y, bool is_signed) {
+  int64_t lo = is_signed ? -8 : 0;
+  unsigned s = (unsigned)y & 0xfu;
+  switch (op) {
+    case OP_ADD: return x + y;
+    case OP_SUB: return x - y;
+    case OP_MUL: return x * y;
+    case OP_DIV: return y == 0 ? -1 : (x == lo && y == -1) ? lo : x / y;
+    case OP_REM: return y == 0 ? x : (x == lo && y == -1) ? 0 : x % y;
+    case OP_POW: {
+      if (is_signed && y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+      int64_t r = 1;
+      for (int64_t e = 0; e < y; e++) r = (r * x) & 0xf;  /* y is at most 15 */
+      return r;
+    }
+    case OP_MAX: return x > y ? x : y;
+    case OP_MIN: return x < y ? x : y;
+    case OP_AND: return x & y;
+    case OP_OR: return x | y;
+    case OP_XOR: return x ^ y;
+    case OP_SHL: return s >= 4 ? 0 : (int64_t)(((unsigned)x & 0xfu) << s);
+    case OP_SHRL: return s >= 4 ? 0 : (int64_t)(((unsigned)x & 0xfu) >> s);
+    case OP_SHRA: {
+      int64_t v = (int64_t)(int8_t)(uint8_t)(((unsigned)x & 0xfu) << 4) >> 4;
+      return s >= 4 ? (v < 0 ? -1 : 0) : v >> s;
+    }
+    default: return 0;
+  }
+}
+
+static void elementwise_int4(const prog_insn* in, prog_dtype t, const void* a, const void* b,
+                             void* o, int64_t n) {
+  bool is_signed = t == PROG_S4;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t x = rt_get_i(t, a, i);
+    int64_t v = b != NULL ? int4_binary(in->op, x, rt_get_i(t, b, i), is_signed)
+                          : int4_unary(in->op, x, is_signed);
+    ((uint8_t*)o)[i] = (uint8_t)(v & 0xf);
+  }
+}
+
 #define INT_CASE(TAG, SUF)                                                                 \
   case TAG:                                                                                \
     if (binary) binary_##SUF(in->op, a, b, o, n); else unary_##SUF(in->op, a, o, n);       \
@@ -433,6 +494,10 @@ static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* 
     INT_CASE(PROG_U32, u32)
     INT_CASE(PROG_U64, u64)
     INT_CASE(PROG_PRED, pred)
+    case PROG_S4:
+    case PROG_U4:
+      elementwise_int4(in, a_shape->dtype, a, b, o, n);
+      return PROG_OK;
     case PROG_BF16:
     case PROG_F16: {
       prog_dtype t = a_shape->dtype;
@@ -520,6 +585,14 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
     case PROG_BF16: COMPARE_LOOP(uint16_t, rt_bf16_to_f32); break;
     case PROG_F16: COMPARE_LOOP(uint16_t, rt_f16_to_f32); break;
     case PROG_C64: case PROG_C128: rt_complex_compare(t, dir, a, b, o, n); break;
+    case PROG_S4: case PROG_U4: {
+      for (int64_t i = 0; i < n; i++) {
+        int64_t x = rt_get_i(t, a, i), y = rt_get_i(t, b, i);
+        o[i] = dir == CMP_EQ ? x == y : dir == CMP_NE ? x != y : dir == CMP_GE ? x >= y
+             : dir == CMP_GT ? x > y : dir == CMP_LE ? x <= y : x < y;
+      }
+      break;
+    }
     default: break;
   }
 }

@@ -139,7 +139,8 @@ static prog_dtype element(tx* t, const char* s) {
       {"f32", PROG_F32}, {"f64", PROG_F64}, {"bf16", PROG_BF16}, {"f16", PROG_F16},
       {"i1", PROG_PRED}, {"i8", PROG_S8}, {"i16", PROG_S16}, {"i32", PROG_S32},
       {"i64", PROG_S64}, {"ui8", PROG_U8}, {"ui16", PROG_U16}, {"ui32", PROG_U32},
-      {"ui64", PROG_U64}, {"f8E4M3FN", PROG_F8E4M3FN}, {"f8E5M2", PROG_F8E5M2}};
+      {"ui64", PROG_U64}, {"f8E4M3FN", PROG_F8E4M3FN}, {"f8E5M2", PROG_F8E5M2},
+      {"i4", PROG_S4}, {"ui4", PROG_U4}};
   for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
     if (strcmp(names[k].name, s) == 0) return names[k].t;
   TFAIL(t, PROG_UNIMPLEMENTED, "unsupported element type %s at line %d", s, t->line);
@@ -540,6 +541,7 @@ static void text_op(tx* t, const char** res, int nres) {
     if (!is_arithmetic(in->shape.dtype) || (bits && is_float(in->shape.dtype)) ||
         (!bits && !any && !is_float(in->shape.dtype)))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype), full);
+    if (in->op == OP_POPCNT && in->shape.dtype == PROG_S4) UNSUPPORTED(v, S4_POPCNT_REFUSED, full);
   } else if (!strcmp(name, "constant")) {
     in->op = OP_CONSTANT;
     check(v, a.has_dense && a.num_in == 0 && same_dims(&a.dense_shape, &in->shape) &&

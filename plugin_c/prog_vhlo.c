@@ -166,7 +166,7 @@ int need(vh* v, const bc_op* op, const char* name) {
 /* ---- types ------------------------------------------------------------------------------ */
 
 enum { T_BOOL = 0, T_COMPLEX = 1, T_BF16 = 2, T_F16 = 3, T_F32 = 4, T_F64 = 5, T_F8E4M3FN = 6, T_F8E5M2 = 7,
-       T_FUNCTION = 8, T_SI8 = 11, T_SI16 = 12, T_SI32 = 13, T_SI64 = 14, T_UI8 = 16,
+       T_FUNCTION = 8, T_SI4 = 10, T_SI8 = 11, T_SI16 = 12, T_SI32 = 13, T_SI64 = 14, T_UI4 = 15, T_UI8 = 16,
        T_UI16 = 17, T_UI32 = 18, T_UI64 = 19, T_TENSOR = 20, T_TENSOR_ENCODED = 21 };
 
 static const char* type_code_name(uint64_t code) {
@@ -213,6 +213,8 @@ prog_dtype element_type(vh* v, int i) {
     case T_UI8: return PROG_U8;
     case T_UI32: return PROG_U32;
     case T_UI64: return PROG_U64;
+    case T_SI4: return PROG_S4;
+    case T_UI4: return PROG_U4;
     default:
       UNSUPPORTED(v, "unsupported element type %s (vhlo type code %llu) in %s",
                   type_code_name(code), (unsigned long long)code, v->op);
@@ -512,6 +514,8 @@ static void lower_op(lowering* L, prog_insn* in) {
     else if ((float_only && !is_float(in->shape.dtype)) || (int_only && is_float(in->shape.dtype)))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
                   v->op);
+    else if (in->op == OP_POPCNT && at == PROG_S4)
+      UNSUPPORTED(v, S4_POPCNT_REFUSED, v->op);
   } else if ((k = lookup(binary_ops, name)) >= 0) {
     in->op = (prog_opcode)k;
     expect_operands(L, 2);
@@ -946,6 +950,8 @@ int vh_region_kind(vh* v, const prog_func* sub) {
   if (!((x->in[0] == a0 && x->in[1] == a1) || (x->in[0] == a1 && x->in[1] == a0)))
     return RED_GENERIC;
   if (sub->values[a0].rank != 0 || sub->values[a1].rank != 0) return RED_GENERIC;
+  /* 4-bit integers have no fast kernels: their regions run op by op */
+  if (sub->values[a0].dtype == PROG_S4 || sub->values[a0].dtype == PROG_U4) return RED_GENERIC;
   switch (x->op) {
     case OP_ADD: return RED_ADD;
     case OP_MUL: return RED_MUL;

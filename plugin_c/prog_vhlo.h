@@ -30,6 +30,13 @@ typedef struct {
   bool* defined;     /* per value of f: defined before this op */
 } lowering;
 
+/* popcnt on s4: XLA:CPU counts the bits of the sign-extended byte (popcnt(-1) = 8, which
+ * wraps to -8), the StableHLO spec the 4 bits (4).  Rather than give numbers that differ from
+ * one of them, the device refuses it (u4 is the same under both). */
+#define S4_POPCNT_REFUSED                                                                  \
+  "unsupported element type s4 for %s (XLA:CPU counts the bits of the sign-extended byte, " \
+  "StableHLO the 4 bits; the dumpref device refuses rather than differ from either)"
+
 /* attributes */
 const char* attr_string(vh* v, int i);
 int op_attr(vh* v, const bc_op* op, const char* name);  /* -1 when absent */

@@ -33,7 +33,7 @@ void prog_set_loop_limit(int64_t limit);
 PROG_DTYPES = {1: "bool", 2: "int32", 3: "int64", 4: "float32", 5: "float64", 6: "bfloat16",
                7: "int8", 8: "uint8", 9: "uint32", 10: "uint64", 11: "float16", 12: "int16",
                13: "uint16", 14: "float8_e4m3fn", 15: "float8_e5m2", 16: "complex64",
-               17: "complex128"}
+               17: "complex128", 18: "int4", 19: "uint4"}
 INVALID_ARGUMENT, UNIMPLEMENTED = 3, 12
 
 

@@ -25,7 +25,7 @@ CASES = ["add_one", "mlp", "mlp_grad", "sgd_step", "softmax", "layernorm", "caus
          "while_loop", "cond_switch", "scan", "sort", "top_k_argmax", "windows", "dynamic_slices",
          "pad", "gather_scatter", "batched_indexing", "conv", "conv_grad", "bits", "rounding",
          "optimization_barrier", "int_widths", "float16", "float8", "complex", "mixed_dot",
-         "pred_f8_complex_products", "scalars_and_empties"]
+         "pred_f8_complex_products", "scalars_and_empties", "int4"]
 
 
 def run_jax(script: Path, library: Path, *args, timeout=600) -> subprocess.CompletedProcess:
@@ -151,3 +151,22 @@ def test_donated_buffers_are_invalidated(plugin_library, tmp_path):
         assert f"READ {name} RuntimeError Array has been deleted" in done.stdout, done.stdout
     assert "TWICE JaxRuntimeError True" in done.stdout, done.stdout
     assert "ALIVE False 0.0" in done.stdout
+
+
+def test_s4_population_count_is_refused_by_name(plugin_library, tmp_path):
+    """popcnt on s4 has two answers (XLA:CPU counts the sign-extended byte, StableHLO the 4
+    bits): the device refuses it, naming the op and the type, and the process lives on."""
+    script = tmp_path / "popcnt_s4.py"
+    script.write_text(
+        "import jax, jax.numpy as jnp, numpy as np\n"
+        "from jax import lax\n"
+        "x = jax.device_put(np.array([-1, 3], jnp.int4), jax.devices('dumpref')[0])\n"
+        "try:\n"
+        "    jax.jit(lax.population_count)(x)\n"
+        "except Exception as e:\n"
+        "    print('RAISED', e)\n"
+        "print('ALIVE', jax.jit(lambda t: -t)(x))\n")
+    done = run_jax(script, plugin_library, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "RAISED UNIMPLEMENTED" in done.stdout and "s4 for vhlo.popcnt_v1" in done.stdout, done.stdout
+    assert "ALIVE [1 -3]" in done.stdout
