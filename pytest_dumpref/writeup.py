@@ -347,7 +347,7 @@ def _titled_table(out: _Out, title: str, header, rows, tolerances, fold: bool | 
     if tolerances:
         note = " (measured: " + ", ".join(f"{c} {_tolerance_text(t)}" for c, t in tolerances.items()) + ")"
     if fold if fold is not None else len(rows) > TABLE_FOLD:
-        _folded(out, f"{title}{note} ({len(rows)} rows)",
+        _folded(out, f"{title}{note} ({len(rows)} row{'' if len(rows) == 1 else 's'})",
                 lambda: _table(out, header, rows, tolerances, title))
     else:
         out.add(f"**{title}**{note}")

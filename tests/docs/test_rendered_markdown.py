@@ -56,6 +56,50 @@ def test_the_writeup_links_reach_its_claims_and_figures():
     assert any(a.startswith("claim-") for a in page.anchors)
 
 
+# A document a person reads through (issue 13): the lines outside every <details> block, before
+# the data block, under half of the 2,319 the write-up had when that was asked.  Evidence folds;
+# nothing is dropped to get there.
+READABLE_LIMIT = 1160
+# The committed file predates the folding (1,242 readable lines, Study 1's rules as they were
+# stated then): strict, so each entry is removed with the re-render that fixes it.
+STALE_RENDER = {
+    "readable body": "writeup.md was rendered before float32-only differences, before/after pairs "
+                     "and long evidence-file lists folded; re-render it and delete this entry",
+    "rules": "writeup.md was rendered before DEFINITIONS stated calls, the transpose test's "
+             "operand layout, every element size and rule (xla bytes); re-render it and delete "
+             "this entry",
+}
+
+
+def _stale(key):
+    return [pytest.mark.xfail(strict=True, reason=STALE_RENDER[key])] if key in STALE_RENDER else []
+
+
+@pytest.mark.parametrize("_", [pytest.param(0, marks=_stale("readable body"), id="writeup.md")])
+def test_the_writeup_reads_through_in_under_1160_lines(_):
+    from pytest_dumpref.writeup import readable_body
+    body = readable_body((REPO / "writeup.md").read_text(encoding="utf-8"))
+    assert len(body) < READABLE_LIMIT, (
+        f"writeup.md: {len(body)} lines outside <details> blocks, {READABLE_LIMIT} or more: "
+        "fold long evidence (or say it once) rather than drop it")
+
+
+@pytest.mark.parametrize("_", [pytest.param(0, marks=_stale("rules"), id="writeup.md")])
+def test_the_writeup_states_each_rule_as_passes_definitions_does(_):
+    """Study 1's 'Rule (key): ...' notes are passes.DEFINITIONS, the text tour prints: each rule
+    once, word for word (as the renderer shows prose)."""
+    from pytest_dumpref.writeup import prose
+    from pytest_dumpref.xla.passes import DEFINITIONS
+    lines = (REPO / "writeup.md").read_text(encoding="utf-8").split("\n<!-- dumpref-data")[0].split("\n")
+    stated = {}
+    for ln in lines:
+        m = re.match(r"Rule \(([a-z ]+)\): (.*)", ln)
+        if m:
+            assert m.group(1) not in stated, f"rule ({m.group(1)}) is stated twice"
+            stated[m.group(1)] = m.group(2)
+    assert stated == {k: prose(v) for k, v in DEFINITIONS.items()}
+
+
 def _problems(tmp_path, text, *, files=()):
     for f in files:
         (tmp_path / f).write_text("x")
