@@ -133,8 +133,11 @@ typedef enum {
   OP_DYNAMIC_SLICE, OP_DYNAMIC_UPDATE_SLICE, OP_GATHER, OP_SCATTER,
   /* others */
   OP_DOT, OP_REDUCE, OP_REDUCE_GENERIC, OP_REDUCE_WINDOW, OP_CONVOLUTION, OP_SORT, OP_CALL,
-  OP_WHILE, OP_CASE, OP_IF, OP_IDENTITY,
+  OP_WHILE, OP_CASE, OP_IF, OP_IDENTITY, OP_RNG_BIT_GENERATOR,
 } prog_opcode;
+
+/* rng_bit_generator's algorithm (iarg), as VHLO numbers it */
+enum { PROG_RNG_DEFAULT = 0, PROG_RNG_THREE_FRY = 1, PROG_RNG_PHILOX = 2 };
 
 enum { CMP_EQ, CMP_NE, CMP_GE, CMP_GT, CMP_LE, CMP_LT };
 enum { RED_ADD, RED_MUL, RED_MAX, RED_MIN, RED_AND, RED_OR, RED_XOR, RED_GENERIC };
@@ -237,6 +240,8 @@ int rt_index(run_ctx* r, const prog_program* p, const prog_func* f, const prog_i
              void** vals, int depth);       /* pad, dynamic (update) slice, gather, scatter */
 int rt_window(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,
               void** vals, int depth);      /* generic reduce, reduce_window, convolution */
+/* rng_bit_generator: new state and bits as XLA:CPU computes them (prog_ops_rng.c) */
+int rt_rng(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args, void** vals);
 int rt_misc(run_ctx* r, const prog_insn* in, const prog_shape* a, void* const* args, void* o);
                                             /* is_finite, reduce_precision, bitcast_convert */
 /* Elementwise ops on complex numbers (and real/imag/complex/abs between complex and real),

@@ -1098,6 +1098,7 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
     case OP_IS_FINITE: case OP_REDUCE_PRECISION: case OP_BITCAST_CONVERT:
       code = rt_misc(r, in, a, argv, o);
       break;
+    case OP_RNG_BIT_GENERATOR: code = rt_rng(r, f, in, argv, vals); break;
     default: code = elementwise(r, in, a, argv, o); break;
   }
   if (argv != args) free(argv);

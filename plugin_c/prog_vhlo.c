@@ -120,6 +120,7 @@ static const struct {
                         "output_spatial_dimensions", "feature_group_count", "batch_group_count",
                         "precision_config"}},
     {"get_dimension_size_v1", {"dimension"}},
+    {"rng_bit_generator_v1", {"rng_algorithm"}},
     {"custom_call_v1", {"call_target_name", "has_side_effect", "backend_config", "api_version",
                         "called_computations", "operand_layouts", "result_layouts",
                         "output_operand_aliases"}},
@@ -487,7 +488,8 @@ static void lower_op(lowering* L, prog_insn* in) {
   }
   static const char* multi[] = {"call_v1", "reduce_v1", "while_v1", "case_v1", "if_v1",
                                 "sort_v1", "optimization_barrier_v1", "composite_v1",
-                                "reduce_window_v1", "scatter_v1", "scatter_v2", NULL};
+                                "reduce_window_v1", "scatter_v1", "scatter_v2", "rng_bit_generator_v1",
+                                NULL};
   bool may_multi = false;
   for (int r = 0; multi[r] != NULL; r++) may_multi |= strcmp(multi[r], name) == 0;
   if (!may_multi && op->num_results != 1)

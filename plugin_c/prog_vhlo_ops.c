@@ -566,6 +566,27 @@ bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
                  ((a->dtype == PROG_F32 && in->shape.dtype == PROG_C64) ||
                   (a->dtype == PROG_F64 && in->shape.dtype == PROG_C128)),
           "complex takes two f32 (f64) parts and gives c64 (c128)");
+  } else if (strcmp(name, "rng_bit_generator_v1") == 0) {
+    /* the bits XLA:CPU gives (prog_ops_rng.c): a u64[2] state, unsigned integer results */
+    expect_operands(L, 1);
+    check(v, op->num_results == 2, "rng_bit_generator gives a state and the bits");
+    const prog_shape *state = operand(L, 0), *bits = result(L, 1);
+    check(v, same_dims(state, result(L, 0)) && state->dtype == result(L, 0)->dtype,
+          "rng_bit_generator's output state differs from its initial state");
+    if (state->dtype != PROG_U64 || state->rank != 1 || state->dims[0] != 2)
+      UNSUPPORTED(v, "unsupported state %s[%lld] for %s (the device takes u64[2], as jax passes)",
+                  prog_dtype_name(state->dtype), state->rank ? (long long)state->dims[0] : 0LL,
+                  v->op);
+    if (bits->dtype != PROG_U8 && bits->dtype != PROG_U16 && bits->dtype != PROG_U32 &&
+        bits->dtype != PROG_U64)
+      UNSUPPORTED(v, "unsupported element type %s for %s (the device gives u8, u16, u32, u64)",
+                  prog_dtype_name(bits->dtype), v->op);
+    uint64_t algorithm = attr_enum(v, need(v, op, "rng_algorithm"), VH_RNG_ALGORITHM,
+                                   "rng algorithm");
+    if (algorithm > PROG_RNG_PHILOX)
+      UNSUPPORTED(v, "unsupported rng algorithm %llu for %s", (unsigned long long)algorithm, v->op);
+    in->op = OP_RNG_BIT_GENERATOR;
+    in->iarg = algorithm == PROG_RNG_THREE_FRY ? PROG_RNG_THREE_FRY : PROG_RNG_PHILOX;  /* DEFAULT: Philox, as on XLA:CPU */
   } else if (strcmp(name, "get_dimension_size_v1") == 0) {
     expect_operands(L, 1);
     int64_t d = attr_int(v, need(v, op, "dimension"));

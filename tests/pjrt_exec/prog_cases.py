@@ -187,6 +187,16 @@ def more_cases():
                   np.array([[2, 4, 3, 1], [3, 0, 7, 2]], jnp.uint4),
                   np.array([-20.0, -8.5, -1.5, 0.4, 6.9, 7.5, 40.0, 15.2], np.float32),
                   np.array(-8, jnp.int4), np.zeros((0, 3), jnp.uint4))),
+        # XLA:CPU's bits exactly: DEFAULT (Philox there), PHILOX and THREE_FRY, every unsigned
+        # width, 0-d, odd, even-dimensioned and empty shapes (ThreeFry halves one dimension)
+        "rng_bit_generator": (lambda k: tuple(
+            lax.rng_bit_generator(k, shape, dtype=dt, algorithm=alg)
+            for alg in (lax.RandomAlgorithm.RNG_DEFAULT, lax.RandomAlgorithm.RNG_PHILOX,
+                        lax.RandomAlgorithm.RNG_THREE_FRY)
+            for dt, shape in ((np.uint32, ()), (np.uint8, (5,)), (np.uint16, (3, 4)),
+                              (np.uint32, (3, 5)), (np.uint64, (7,)), (np.uint32, (0, 3)),
+                              (np.uint64, (2, 1, 3)))),
+            (np.array([0xffffffff, 0xfffffffe, 0x12345678, 0xdeadbeef], np.uint32),)),
         "scalars_and_empties": (lambda s, e: (lax.fori_loop(0, 3, lambda i, c: c + s, s),
                                               lax.cond(s > 0, lambda: e + 1, lambda: e), e.at[e.astype(np.int32)].add(1.0),
                                               jnp.cumsum(e)),
