@@ -139,14 +139,91 @@ static bool pb_find(const uint8_t* p, const uint8_t* end, uint64_t want, uint64_
   return false;
 }
 
-/* Only replicas and partitions matter to a one-device interpreter: both must be 1.  Every
- * other compile option (layouts, debug options, XLA flags...) is ignored -- there is no
- * compiler here for them to steer.  Options we cannot parse are ignored too: they are
- * jaxlib's own serialization, not user input. */
+/* The XLA options jax passes as `compiler_options` arrive as env_option_overrides
+ * (CompileOptionsProto field 7: map entries {1: name, 2: OptionOverrideProto {1: string,
+ * 2: bool, 3: int64, 4: double}}).  XLA applies each to its DebugOptions and refuses a name
+ * DebugOptions lacks ("No such compile option") or a value of the wrong type.  There is no
+ * compiler here for them to steer, so they are accepted and ignored -- but refused as XLA
+ * refuses them where this device can tell: a name outside DebugOptions' `xla_` naming, and a
+ * wrong value for the few options whose type is listed below (a misspelt `xla_` name is
+ * accepted: the device holds no list of every XLA flag). */
+static const struct {
+  const char* name;
+  const char* type; /* as protobuf names it in XLA's message */
+} known_options[] = {
+    {"xla_embed_ir_in_executable", "bool"}, {"xla_dump_hlo_as_text", "bool"},
+    {"xla_dump_hlo_as_proto", "bool"},      {"xla_dump_fusion_visualization", "bool"},
+    {"xla_cpu_multi_thread_eigen", "bool"}, {"xla_dump_max_hlo_modules", "int32"},
+    {"xla_dump_to", "string"},              {"xla_dump_hlo_pass_re", "string"},
+    {"xla_dump_hlo_module_re", "string"},
+};
+
+static bool parse_int(const char* s, size_t n) {
+  size_t k = 0, digits = 0;
+  if (k < n && (s[k] == '-' || s[k] == '+')) k++;
+  for (; k < n && s[k] >= '0' && s[k] <= '9'; k++) digits++;
+  return digits > 0 && k == n;
+}
+
+static PJRT_Error* check_option(const uint8_t* entry, const uint8_t* end) {
+  const uint8_t *name, *name_end, *value, *value_end;
+  if (!pb_find(entry, end, 1, NULL, &name, &name_end)) return NULL;  /* not ours to judge */
+  int n = (int)(name_end - name);
+  if (n < 4 || memcmp(name, "xla_", 4) != 0)
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Client_Compile: No such compile option: '%.*s'", n, (const char*)name);
+  if (!pb_find(entry, end, 2, NULL, &value, &value_end)) return NULL;
+  const char* type = NULL;
+  for (size_t k = 0; k < sizeof known_options / sizeof known_options[0] && type == NULL; k++)
+    if (strlen(known_options[k].name) == (size_t)n && memcmp(known_options[k].name, name, (size_t)n) == 0)
+      type = known_options[k].type;
+  if (type == NULL || strcmp(type, "string") == 0) return NULL;
+  const uint8_t *str, *str_end;
+  uint64_t v;
+  if (pb_find(value, value_end, 1, NULL, &str, &str_end)) {  /* a string: parsed as XLA does */
+    const char* t = (const char*)str;
+    size_t len = (size_t)(str_end - str);
+    bool ok = strcmp(type, "bool") == 0 ? (len == 4 && memcmp(t, "True", 4) == 0) ||
+                                              (len == 5 && memcmp(t, "False", 5) == 0)
+                                        : parse_int(t, len);
+    if (ok) return NULL;
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Client_Compile: While setting option %.*s, '%.*s' is not a valid %s "
+                    "value.", n, (const char*)name, (int)len, t, type);
+  }
+  bool is_bool = pb_find(value, value_end, 2, &v, NULL, NULL);
+  bool is_int = !is_bool && pb_find(value, value_end, 3, &v, NULL, NULL);
+  if ((strcmp(type, "bool") == 0 && is_bool) || (strcmp(type, "int32") == 0 && is_int))
+    return NULL;
+  return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                  "PJRT_Client_Compile: While setting option %.*s, the %s value is not a valid "
+                  "%s value.", n, (const char*)name,
+                  is_bool ? "bool" : is_int ? "integer" : "floating-point", type);
+}
+
+/* Only replicas and partitions matter to a one-device interpreter: both must be 1.  The XLA
+ * options are checked (above) and ignored; every other compile option (layouts...) is ignored
+ * -- there is no compiler here for them to steer.  Options we cannot parse are ignored too:
+ * they are jaxlib's own serialization, not user input. */
 static PJRT_Error* check_compile_options(const char* options, size_t size) {
   const uint8_t *build, *build_end;
   const uint8_t* p = (const uint8_t*)options;
-  if (options == NULL || !pb_find(p, p + size, 3, NULL, &build, &build_end)) return NULL;
+  if (options == NULL) return NULL;
+  /* every env_option_overrides entry (field 7, repeated) */
+  for (const uint8_t *at = p, *end = p + size; at < end;) {
+    uint64_t key, len;
+    if (!pb_varint(&at, end, &key)) break;
+    if ((key & 7) == 0) { if (!pb_varint(&at, end, &len)) break; continue; }
+    if ((key & 7) == 1) { if (end - at < 8) break; at += 8; continue; }
+    if ((key & 7) == 5) { if (end - at < 4) break; at += 4; continue; }
+    if ((key & 7) != 2 || !pb_varint(&at, end, &len) || len > (uint64_t)(end - at)) break;
+    if ((key >> 3) == 7) {
+      PJRT_Error* error = check_option(at, at + len);
+      if (error != NULL) return error;
+    }
+    at += len;
+  }
+  if (!pb_find(p, p + size, 3, NULL, &build, &build_end)) return NULL;
   uint64_t replicas = 1, partitions = 1;
   pb_find(build, build_end, 4, &replicas, NULL, NULL);
   pb_find(build, build_end, 5, &partitions, NULL, NULL);

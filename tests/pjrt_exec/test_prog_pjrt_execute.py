@@ -218,3 +218,37 @@ def test_execute_refuses_a_donated_buffer_passed_twice(api, client):
     for b in (a, c):
         api.destroy_buffer(b)
     destroy_loaded(api, loaded)
+
+
+def _field(number, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (payloads here are < 128 bytes)."""
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def _override(name: str, *, string=None, boolean=None) -> bytes:
+    """CompileOptionsProto.env_option_overrides (field 7) entry: jax's compiler_options."""
+    value = _field(1, string.encode()) if string is not None else bytes([2 << 3, int(boolean)])
+    return _field(7, _field(1, name.encode()) + _field(2, value))
+
+
+@pytest.mark.parametrize("options, message", [
+    (_override("invalid_key", string="invalid_value"), "No such compile option: 'invalid_key'"),
+    (_override("xla_embed_ir_in_executable", string="invalid_value"),
+     "While setting option xla_embed_ir_in_executable, 'invalid_value' is not a valid bool value."),
+    (_override("xla_dump_max_hlo_modules", string="many"), "is not a valid int32 value."),
+    (_override("xla_embed_ir_in_executable", boolean=True) + _override("nope", boolean=True),
+     "No such compile option: 'nope'"),
+])
+def test_compile_refuses_invalid_xla_options(api, client, folder, options, message):
+    """compiler_options XLA would refuse are refused as XLA refuses them (INVALID_ARGUMENT with
+    its message); valid ones are accepted, whatever their value, and ignored."""
+    data, _, _ = pa.load_case(folder, "add_one")
+    with pytest.raises(PjrtError) as err:
+        compile_program(api, client, data, options=options)
+    assert err.value.code_name == "INVALID_ARGUMENT" and message in err.value.message
+    assert "PJRT_Client_Compile" in err.value.message
+    fine = (_override("xla_embed_ir_in_executable", boolean=True) +
+            _override("xla_embed_ir_in_executable", string="False") +
+            _override("xla_dump_max_hlo_modules", string="200") +
+            _override("xla_some_flag_this_device_does_not_know", string="x"))
+    destroy_loaded(api, compile_program(api, client, data, options=fine))
