@@ -211,7 +211,11 @@ static PJRT_Error* host_layout_strides(const char* fn, const PJRT_Buffer_MemoryL
     dense_strides(dims, n, element, strides);
     return NULL;
   }
-  if (layout->struct_size < PJRT_STRUCT_SIZE(PJRT_Buffer_MemoryLayout, type))
+  /* jaxlib 0.10.2 sends ToHostBuffer a layout whose struct_size it leaves 0 (copying an array
+   * to another backend's device) while filling its fields: 0 is read as the header's size.
+   * Any other size below the fields read here is refused. */
+  if (layout->struct_size != 0 &&
+      layout->struct_size < PJRT_STRUCT_SIZE(PJRT_Buffer_MemoryLayout, type))
     return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: layout struct_size %zu is too small",
                     fn, layout->struct_size);
   if (layout->type == PJRT_Buffer_MemoryLayout_Type_Strides) {
@@ -404,6 +408,39 @@ PJRT_Error* dr_Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args* args) {
   }
   args->event = dr_event_ready();
   return NULL;
+}
+
+/* ---- device -> device: a copy on the one device ------------------------------------- */
+
+/* A new buffer holding `src`'s elements (jax.device_put(x, may_alias=False) and friends). */
+static PJRT_Error* copy_buffer(const char* fn, PJRT_Buffer* src, PJRT_Buffer** dst) {
+  PJRT_Error* e = require_live(fn, src);
+  if (e != NULL) return e;
+  PJRT_Buffer* b = dr_buffer_new(src->client, src->type, src->dims, src->num_dims, &e);
+  if (b == NULL) return e;
+  if (b->byte_size > 0) memcpy(b->data, src->data, b->byte_size);
+  *dst = b;
+  return NULL;
+}
+
+PJRT_Error* dr_Buffer_CopyToDevice(PJRT_Buffer_CopyToDevice_Args* args) {
+  DR_ENTER(PJRT_Buffer_CopyToDevice, args, dst_buffer);
+  DR_REQUIRE(PJRT_Buffer_CopyToDevice, args->buffer);
+  DR_REQUIRE(PJRT_Buffer_CopyToDevice, args->dst_device);
+  if (!dr_client_owns_device(args->buffer->client, args->dst_device))
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Buffer_CopyToDevice: dst_device is not a device of this buffer's client");
+  return copy_buffer("PJRT_Buffer_CopyToDevice", args->buffer, &args->dst_buffer);
+}
+
+PJRT_Error* dr_Buffer_CopyToMemory(PJRT_Buffer_CopyToMemory_Args* args) {
+  DR_ENTER(PJRT_Buffer_CopyToMemory, args, dst_buffer);
+  DR_REQUIRE(PJRT_Buffer_CopyToMemory, args->buffer);
+  DR_REQUIRE(PJRT_Buffer_CopyToMemory, args->dst_memory);
+  if (!dr_client_owns_memory(args->buffer->client, args->dst_memory))
+    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                    "PJRT_Buffer_CopyToMemory: dst_memory is not a memory of this buffer's client");
+  return copy_buffer("PJRT_Buffer_CopyToMemory", args->buffer, &args->dst_buffer);
 }
 
 /* ---- life cycle ------------------------------------------------------------------------ */

@@ -239,11 +239,70 @@ def test_delete_releases_memory_and_later_reads_fail(api, client, device):
 def test_sub_byte_and_unknown_types_are_refused_by_name(api, client, device):
     dims = api.ffi.new("int64_t[]", [4])
     data = api.ffi.new("char[]", 4)
-    for kind, word in (("S4", "S4"), ("TOKEN", "TOKEN")):
+    for kind, word in (("S2", "S2"), ("F4E2M1FN", "F4E2M1FN"), ("TOKEN", "TOKEN")):
         with pytest.raises(PjrtError, match=f"UNIMPLEMENTED.*{word}"):
             api.call("PJRT_Client_BufferFromHostBuffer", client=client, data=data,
                      type=getattr(api.lib, f"PJRT_Buffer_Type_{kind}"), dims=dims, num_dims=1,
                      device=device)
+
+
+def test_int4_buffers_hold_one_byte_per_element(api, client, device):
+    """S4/U4 arrive as numpy holds them (one byte each, the value in the low nibble)."""
+    dims = api.ffi.new("int64_t[]", [5])
+    raw = bytes([0x0f, 0x02, 0x08, 0x07, 0x00])  # int4 -1, 2, -8, 7, 0
+    data = api.ffi.new("char[]", raw)
+    for kind in ("S4", "U4"):
+        buf = api.call("PJRT_Client_BufferFromHostBuffer", client=client, data=data,
+                       type=getattr(api.lib, f"PJRT_Buffer_Type_{kind}"), dims=dims, num_dims=1,
+                       device=device).buffer
+        assert api.call("PJRT_Buffer_OnDeviceSizeInBytes", buffer=buf).on_device_size_in_bytes == 5
+        assert api.to_numpy(buf, np.uint8).tobytes() == raw
+        api.destroy_buffer(buf)
+
+
+def test_copy_to_memory_and_device_make_independent_copies(api, client, device):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    src = api.buffer_from_numpy(client, device, a)
+    memory = api.call("PJRT_Device_DefaultMemory", device=device).memory
+    copies = [api.call("PJRT_Buffer_CopyToMemory", buffer=src, dst_memory=memory).dst_buffer,
+              api.call("PJRT_Buffer_CopyToDevice", buffer=src, dst_device=device).dst_buffer]
+    api.call("PJRT_Buffer_Delete", buffer=src)
+    for c in copies:
+        assert c != src and (api.to_numpy(c, np.float32) == a).all()
+        assert api.call("PJRT_Buffer_Memory", buffer=c).memory == memory
+    with pytest.raises(PjrtError, match="PJRT_Buffer_CopyToMemory.*deleted"):
+        api.call("PJRT_Buffer_CopyToMemory", buffer=src, dst_memory=memory)
+    other = api.create_client()
+    try:
+        with pytest.raises(PjrtError, match="INVALID_ARGUMENT.*not a device of this buffer's client"):
+            api.call("PJRT_Buffer_CopyToDevice", buffer=copies[0], dst_device=api.first_device(other))
+    finally:
+        api.destroy_client(other)
+    for b in (src, *copies):
+        api.destroy_buffer(b)
+
+
+def test_to_host_buffer_takes_a_layout_whose_struct_size_jaxlib_left_0(api, client, device):
+    """jaxlib 0.10.2 copies an array to another backend through ToHostBuffer with a host
+    layout it fills but whose struct_size it leaves 0: read as the header's struct."""
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    buf = api.buffer_from_numpy(client, device, a)
+    m2m = api.ffi.new("int64_t[]", [1, 0])
+    layout = api.ffi.new("PJRT_Buffer_MemoryLayout*")
+    layout.struct_size = 0
+    layout.type = api.lib.PJRT_Buffer_MemoryLayout_Type_Tiled
+    layout.tiled.minor_to_major = m2m
+    layout.tiled.minor_to_major_size = 2
+    out = np.zeros(6, np.int32)
+    args = api.call("PJRT_Buffer_ToHostBuffer", src=buf, host_layout=layout,
+                    dst=api.ffi.from_buffer(out), dst_size=out.nbytes)
+    api.destroy_event(args.event)
+    assert (out == a.ravel()).all()
+    layout.struct_size = 4  # set, and too small for the fields read: refused
+    with pytest.raises(PjrtError, match="struct_size 4 is too small"):
+        api.call("PJRT_Buffer_ToHostBuffer", src=buf, host_layout=layout,
+                 dst=api.ffi.from_buffer(out), dst_size=out.nbytes)
+    api.destroy_buffer(buf)
 
 
 def test_bad_buffer_arguments_are_invalid_argument(api, client, device):

@@ -170,3 +170,22 @@ def test_s4_population_count_is_refused_by_name(plugin_library, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "RAISED UNIMPLEMENTED" in done.stdout and "s4 for vhlo.popcnt_v1" in done.stdout, done.stdout
     assert "ALIVE [1 -3]" in done.stdout
+
+
+def test_copies_on_the_device_and_to_the_cpu(plugin_library, tmp_path):
+    """device_put without aliasing copies on the device (PJRT_Buffer_CopyToMemory); moving an
+    array to the CPU backend reads it through ToHostBuffer with the layout jaxlib sends."""
+    script = tmp_path / "copies.py"
+    script.write_text(
+        "import jax, numpy as np\n"
+        "dev, cpu = jax.devices('dumpref')[0], jax.devices('cpu')[0]\n"
+        "x = jax.device_put(np.arange(6, dtype=np.float32).reshape(2, 3), dev)\n"
+        "y = jax.device_put(x, may_alias=False, donate=False)\n"
+        "x.delete()\n"
+        "print('COPY', y is not x, sorted(d.platform for d in y.devices()), np.asarray(y).sum())\n"
+        "z = jax.device_put(y, cpu)\n"
+        "print('TO_CPU', sorted(d.platform for d in z.devices()), np.asarray(z).tolist())\n")
+    done = run_jax(script, plugin_library, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "COPY True ['dumpref'] 15.0" in done.stdout, done.stdout
+    assert "TO_CPU ['cpu'] [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]" in done.stdout, done.stdout
