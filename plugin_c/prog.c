@@ -1,10 +1,11 @@
 /* prog.c -- the programs family's public face (prog.h): parse, signature queries, free.
  * Parsing is bytecode (prog_bytecode.c) then lowering (prog_vhlo.c), both throwing into the
- * one setjmp here; running is prog_interp.c. */
+ * one setjmp here; running is prog_interp.c.  Also the one check both readers make of a
+ * dot_general's shapes (prog_check_dot_shapes). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "prog_internal.h"
+#include "prog_vhlo.h"
 
 /* FNV-1a: a stable 64-bit identity of the artifact for PJRT_Executable_Fingerprint. */
 static uint64_t fnv1a(const uint8_t* p, size_t n) {
@@ -119,4 +120,27 @@ int64_t prog_shape_elements(const prog_shape* s) {
   int64_t n = 1;
   for (int d = 0; d < s->rank; d++) n *= s->dims[d];
   return n;
+}
+
+void prog_check_dot_shapes(vh* v, const prog_insn* in, const prog_shape* a, const prog_shape* b) {
+  check(v, in->np[0] == in->np[1] && in->np[2] == in->np[3], "dot dimension counts");
+  for (int r = 0; r < in->np[0]; r++)
+    check(v, a->dims[in->p[0][r]] == b->dims[in->p[1][r]], "dot batch sizes differ");
+  for (int r = 0; r < in->np[2]; r++)
+    check(v, a->dims[in->p[2][r]] == b->dims[in->p[3][r]], "dot contracting sizes differ");
+  prog_shape want = {in->shape.dtype, 0, {0}};
+  for (int r = 0; r < in->np[0]; r++) want.dims[want.rank++] = a->dims[in->p[0][r]];
+  for (int side = 0; side < 2; side++) {
+    const prog_shape* s = side == 0 ? a : b;
+    for (int d = 0; d < s->rank; d++) {
+      bool used = false;
+      for (int r = 0; r < in->np[side]; r++) used |= in->p[side][r] == d;
+      for (int r = 0; r < in->np[2 + side]; r++) used |= in->p[2 + side][r] == d;
+      if (!used) {
+        check(v, want.rank < PROG_MAX_RANK, "dot result rank");
+        want.dims[want.rank++] = s->dims[d];
+      }
+    }
+  }
+  check(v, same_dims(&want, &in->shape), "dot result shape");
 }

@@ -598,28 +598,11 @@ static void text_op(tx* t, const char** res, int nres) {
       in->np[r] = a.nlist[r];
       check_dims_list(v, in->p[r], in->np[r], (r % 2 == 0 ? x : y)->rank, true);
     }
-    check(v, in->np[0] == in->np[1] && in->np[2] == in->np[3], "dot dimension counts");
     for (int r = 0; r < 3; r++) {
       prog_dtype dt = r == 0 ? x->dtype : r == 1 ? y->dtype : in->shape.dtype;
       check(v, is_arithmetic(dt) && dt != PROG_PRED, "dot element type");
     }
-    for (int r = 0; r < in->np[0]; r++) check(v, x->dims[in->p[0][r]] == y->dims[in->p[1][r]], "dot batch sizes");
-    for (int r = 0; r < in->np[2]; r++) check(v, x->dims[in->p[2][r]] == y->dims[in->p[3][r]], "dot contracting sizes");
-    prog_shape want = {in->shape.dtype, 0, {0}};
-    for (int r = 0; r < in->np[0]; r++) want.dims[want.rank++] = x->dims[in->p[0][r]];
-    for (int side = 0; side < 2; side++) {
-      const prog_shape* s = side == 0 ? x : y;
-      for (int d = 0; d < s->rank; d++) {
-        bool used = false;
-        for (int r = 0; r < in->np[side]; r++) used |= in->p[side][r] == d;
-        for (int r = 0; r < in->np[2 + side]; r++) used |= in->p[2 + side][r] == d;
-        if (!used) {
-          check(v, want.rank < PROG_MAX_RANK, "dot result rank");
-          want.dims[want.rank++] = s->dims[d];
-        }
-      }
-    }
-    check(v, same_dims(&want, &in->shape), "dot result shape");
+    prog_check_dot_shapes(v, in, x, y);
   } else {  /* call */
     in->op = OP_CALL;
     int callee = a.callee ? find_func(t->v.program, a.callee) : -1;

@@ -663,31 +663,10 @@ static void lower_op(lowering* L, prog_insn* in) {
       in->np[r] = at < 0 ? 0 : attr_dims(v, at, in->p[r], PROG_MAX_RANK);
       check_dims_list(v, in->p[r], in->np[r], (r % 2 == 0 ? a : b)->rank, true);
     }
-    check(v, in->np[0] == in->np[1] && in->np[2] == in->np[3], "dot dimension counts");
     /* preferred_element_type: the operands may be narrower than the result (bf16 x bf16 ->
-     * f32, s8 x s8 -> s32); the products accumulate in the result's precision or better */
-    /* pred products are and, their sums or; f8 operands are widened to f32 */
-    (void)0;
-    for (int r = 0; r < in->np[0]; r++)
-      check(v, a->dims[in->p[0][r]] == b->dims[in->p[1][r]], "dot batch sizes differ");
-    for (int r = 0; r < in->np[2]; r++)
-      check(v, a->dims[in->p[2][r]] == b->dims[in->p[3][r]], "dot contracting sizes differ");
-    /* result: batch dims, lhs free dims, rhs free dims */
-    prog_shape want = {in->shape.dtype, 0, {0}};
-    for (int r = 0; r < in->np[0]; r++) want.dims[want.rank++] = a->dims[in->p[0][r]];
-    for (int side = 0; side < 2; side++) {
-      const prog_shape* s = side == 0 ? a : b;
-      for (int d = 0; d < s->rank; d++) {
-        bool used = false;
-        for (int r = 0; r < in->np[side]; r++) used |= in->p[side][r] == d;
-        for (int r = 0; r < in->np[2 + side]; r++) used |= in->p[2 + side][r] == d;
-        if (!used) {
-          check(v, want.rank < PROG_MAX_RANK, "dot result rank");
-          want.dims[want.rank++] = s->dims[d];
-        }
-      }
-    }
-    check(v, same_dims(&want, &in->shape), "dot result shape");
+     * f32, s8 x s8 -> s32); the products accumulate in the result's precision or better;
+     * pred products are and, their sums or; f8 operands are widened to f32 */
+    prog_check_dot_shapes(v, in, a, b);
   } else if (strcmp(name, "reduce_v1") == 0) {
     int n = op->num_operands / 2;
     check(v, n >= 1 && op->num_operands == 2 * n && op->num_results == n,

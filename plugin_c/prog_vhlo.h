@@ -61,6 +61,12 @@ const prog_shape* operand(lowering* L, int k);
 void expect_operands(lowering* L, int n);
 int find_func(prog_program* p, const char* name);
 
+/* dot_general's dimension numbers (in->p[0..3]: lhs/rhs batch, lhs/rhs contracting, already
+ * range-checked) against its operands and result: equal counts, equal batch and contracting
+ * sizes, and the result shape (batch dims, lhs free dims, rhs free dims).  One check for the
+ * bytecode and the text readers (prog.c). */
+void prog_check_dot_shapes(vh* v, const prog_insn* in, const prog_shape* lhs, const prog_shape* rhs);
+
 /* Lowers region `r` of the current op into `sub`: a function over the enclosing function's
  * values (captured) and the region's block arguments.  Records what it captures in `in`. */
 void vh_lower_region(lowering* L, prog_insn* in, const bc_region* r, prog_func* sub);

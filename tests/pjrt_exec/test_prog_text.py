@@ -101,3 +101,22 @@ def test_mutated_text_never_crashes(reader):
                 code, message, _ = reader.run(p, [np.zeros(s, np.dtype(t)) for t, s in inputs])
                 assert code in (0, pa.INVALID_ARGUMENT, pa.UNIMPLEMENTED, 8, 13), message
     assert seen[pa.INVALID_ARGUMENT] > 0
+
+
+@pytest.mark.parametrize("result, message", [("tensor<2x5xf32>", "dot result shape"),
+                                             ("tensor<2x4xf32>", None)])
+def test_text_dot_general_shapes_are_checked(reader, result, message):
+    """The text reader checks a dot_general's shapes with the bytecode reader's check."""
+    text = ("func.func public @main(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> " + result + " {\n"
+            "  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : "
+            "(tensor<2x3xf32>, tensor<3x4xf32>) -> " + result + "\n"
+            "  return %0 : " + result + "\n}\n")
+    p, code, got = reader.parse(text.encode())
+    if message is None:
+        assert p is not None, got
+        a, b = np.ones((2, 3), np.float32), np.full((3, 4), 2.0, np.float32)
+        code, got, outs = reader.run(p, [a, b])
+        reader.free(p)
+        assert code == 0 and (outs[0] == a @ b).all(), got
+    else:
+        assert p is None and code == pa.INVALID_ARGUMENT and message in got, got
