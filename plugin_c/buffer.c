@@ -87,7 +87,9 @@ static void release_data(PJRT_Buffer* b) {
 PJRT_Buffer* dr_buffer_new(PJRT_Client* client, PJRT_Buffer_Type type, const int64_t* dims,
                            size_t num_dims, PJRT_Error** error) {
   size_t element = dr_element_size(type);
-  if (element == 0) {
+  if (type == PJRT_Buffer_Type_TOKEN && num_dims == 0) {
+    element = 0;  /* a token: no dims, no bytes (what executables give for !stablehlo.token) */
+  } else if (element == 0) {
     *error = dr_error(PJRT_Error_Code_UNIMPLEMENTED,
                       "the dumpref device does not hold element type %s (%d)", dr_type_name(type),
                       (int)type);

@@ -98,6 +98,7 @@ static PJRT_Buffer_Type buffer_type(prog_dtype t) {
     case PROG_C128: return PJRT_Buffer_Type_C128;
     case PROG_S4: return PJRT_Buffer_Type_S4;
     case PROG_U4: return PJRT_Buffer_Type_U4;
+    case PROG_TOKEN: return PJRT_Buffer_Type_TOKEN;
   }
   return PJRT_Buffer_Type_INVALID;
 }
@@ -497,6 +498,10 @@ PJRT_Error* dr_LoadedExecutable_GetDeviceAssignment(
 /* ---- execute ---------------------------------------------------------------------------- */
 
 static bool same_shape(const PJRT_Buffer* b, const prog_shape* s) {
+  /* a token argument: a token buffer, or the pred[0] array jaxlib passes in its place */
+  if (s->dtype == PROG_TOKEN)
+    return (b->type == PJRT_Buffer_Type_TOKEN && b->num_dims == 0) ||
+           (b->type == PJRT_Buffer_Type_PRED && b->num_dims == 1 && b->dims[0] == 0);
   if (b->type != buffer_type(s->dtype) || b->num_dims != (size_t)s->rank) return false;
   for (int d = 0; d < s->rank; d++)
     if (b->dims[d] != s->dims[d]) return false;

@@ -83,6 +83,7 @@ size_t prog_dtype_size(prog_dtype t) {
   switch (t) {
     case PROG_PRED: case PROG_S8: case PROG_U8: case PROG_F8E4M3FN: case PROG_F8E5M2:
     case PROG_S4: case PROG_U4: return 1;
+    case PROG_TOKEN: return 0;
     case PROG_BF16: case PROG_F16: case PROG_S16: case PROG_U16: return 2;
     case PROG_S32: case PROG_U32: case PROG_F32: return 4;
     case PROG_S64: case PROG_U64: case PROG_F64: case PROG_C64: return 8;
@@ -112,6 +113,7 @@ const char* prog_dtype_name(prog_dtype t) {
     case PROG_C128: return "c128";
     case PROG_S4: return "s4";
     case PROG_U4: return "u4";
+    case PROG_TOKEN: return "token";
   }
   return "?";
 }

@@ -53,6 +53,7 @@ typedef enum {
   PROG_S4, PROG_U4,            /* 4-bit integers: one byte per element, the value in the low
                                   nibble (as ml_dtypes and jaxlib hold them; the high nibble is
                                   ignored on read and written 0) */
+  PROG_TOKEN,                  /* !stablehlo.token: a 0-d value of no bytes, only passed on */
 } prog_dtype;
 
 #define PROG_MAX_RANK 16

@@ -144,6 +144,7 @@ int64_t rt_get_i(prog_dtype t, const void* p, int64_t i) {
     case PROG_U64: return (int64_t)((const uint64_t*)p)[i];
     case PROG_S4: return (int8_t)(uint8_t)(((const uint8_t*)p)[i] << 4) >> 4;
     case PROG_U4: return ((const uint8_t*)p)[i] & 0xf;
+    case PROG_TOKEN: return 0;
     default: return (int64_t)rt_get_f(t, p, i);
   }
 }
@@ -178,6 +179,7 @@ void rt_put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from_flo
     case PROG_PRED: ((uint8_t*)p)[i] = from_float ? f != 0 : n != 0; return;
     case PROG_S8: ((int8_t*)p)[i] = (int8_t)(from_float ? saturate(f, -128, 127) : n); return;
     case PROG_S4: ((uint8_t*)p)[i] = (uint8_t)((from_float ? saturate(f, -8, 7) : n) & 0xf); return;
+    case PROG_TOKEN: return;  /* no bytes */
     case PROG_U4: ((uint8_t*)p)[i] = (uint8_t)((from_float ? saturate(f, 0, 15) : n) & 0xf); return;
     case PROG_U8: ((uint8_t*)p)[i] = (uint8_t)(from_float ? saturate(f, 0, 255) : n); return;
     case PROG_S16:

@@ -168,7 +168,7 @@ int need(vh* v, const bc_op* op, const char* name) {
 
 enum { T_BOOL = 0, T_COMPLEX = 1, T_BF16 = 2, T_F16 = 3, T_F32 = 4, T_F64 = 5, T_F8E4M3FN = 6, T_F8E5M2 = 7,
        T_FUNCTION = 8, T_SI4 = 10, T_SI8 = 11, T_SI16 = 12, T_SI32 = 13, T_SI64 = 14, T_UI4 = 15, T_UI8 = 16,
-       T_UI16 = 17, T_UI32 = 18, T_UI64 = 19, T_TENSOR = 20, T_TENSOR_ENCODED = 21 };
+       T_UI16 = 17, T_UI32 = 18, T_UI64 = 19, T_TENSOR = 20, T_TENSOR_ENCODED = 21, T_TOKEN = 22 };
 
 static const char* type_code_name(uint64_t code) {
   static const char* names[] = {
@@ -229,6 +229,7 @@ prog_dtype element_type(vh* v, int i) {
 prog_shape tensor_type(vh* v, int i) {
   uint64_t code;
   bc_cursor c = type_cursor(v, i, &code);
+  if (code == T_TOKEN) return (prog_shape){.dtype = PROG_TOKEN, .rank = 0};
   if (code == T_TENSOR_ENCODED) bc_varint(&c);  /* the encoding attribute: bounds; ignored */
   else if (code != T_TENSOR)
     UNSUPPORTED(v, "unsupported type %s in %s (only ranked tensors)", type_code_name(code),
@@ -366,7 +367,7 @@ bool is_float(prog_dtype t) {
 /* Arithmetic runs on every integer width, pred, f32 and f64 (bf16 and f16 through f32).  f8
  * types are only moved around (shape ops, select, constants) and converted. */
 bool is_arithmetic(prog_dtype t) {
-  return t != PROG_F8E4M3FN && t != PROG_F8E5M2;
+  return t != PROG_F8E4M3FN && t != PROG_F8E5M2 && t != PROG_TOKEN;
 }
 
 void check_dims_list(vh* v, const int64_t* d, int n, int rank, bool distinct) {
@@ -481,6 +482,29 @@ static void lower_op(lowering* L, prog_insn* in) {
     L->f->values[op->first_result + r] = s;
   }
   for (int r = 0; r < op->num_operands; r++) operand(L, r);
+  /* Tokens order side effects, which this device has none of: they are made (create_token,
+   * after_all), passed through calls and barriers, and returned; any other op on one is
+   * refused by name. */
+  bool token_op = strcmp(name, "create_token_v1") == 0 || strcmp(name, "after_all_v1") == 0;
+  if (token_op) {
+    for (int r = 0; r < op->num_operands; r++)
+      check(v, operand(L, r)->dtype == PROG_TOKEN, "after_all takes tokens");
+    check(v, op->num_results == 1 && in->shape.dtype == PROG_TOKEN, "a token op gives one token");
+    static const char no_bytes[1];
+    in->op = OP_CONSTANT;  /* a token has no bytes: nothing to compute */
+    in->data = no_bytes;
+    in->num_in = 0;
+    return;
+  }
+  if (strcmp(name, "call_v1") != 0 && strcmp(name, "optimization_barrier_v1") != 0) {
+    for (int r = 0; r < op->num_operands + op->num_results; r++) {
+      const prog_shape* s = r < op->num_operands ? operand(L, r)
+                                                 : &L->f->values[op->first_result + r - op->num_operands];
+      if (s->dtype == PROG_TOKEN)
+        UNSUPPORTED(v, "unsupported: a token operand or result of %s (the dumpref device passes "
+                       "tokens through calls and returns only)", v->op);
+    }
+  }
   if (strcmp(name, "custom_call_v1") == 0) {  /* a library call (LAPACK, FFI): name it */
     int t = op_attr(v, op, "call_target_name");
     UNSUPPORTED(v, "unsupported custom call '%s' (%s): the dumpref interpreter runs StableHLO "

@@ -189,3 +189,31 @@ def test_copies_on_the_device_and_to_the_cpu(plugin_library, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "COPY True ['dumpref'] 15.0" in done.stdout, done.stdout
     assert "TO_CPU ['cpu'] [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]" in done.stdout, done.stdout
+
+
+def test_tokens_are_made_passed_and_returned(plugin_library, tmp_path):
+    """Tokens (create_token, after_all) run as values of no bytes: made on the device, passed
+    in (jaxlib passes a token argument as pred[0]) and out, beside the numbers, which match
+    the CPU backend's."""
+    script = tmp_path / "tokens.py"
+    script.write_text(
+        "import jax, jax.numpy as jnp, numpy as np\n"
+        "from jax import lax\n"
+        "from jax._src import core\n"
+        "dev, cpu = jax.devices('dumpref')[0], jax.devices('cpu')[0]\n"
+        "jax.config.update('jax_default_device', dev)\n"
+        "x = jax.device_put(np.arange(4, dtype=np.float32), dev)\n"
+        "tok = jax.jit(lax.create_token)(1.0)\n"
+        "print('ON', sorted(d.platform for d in tok._buf.devices()))\n"
+        "print('MADE', isinstance(tok, core.Token))\n"
+        "f = jax.jit(lambda t, y: (lax.after_all(t, lax.create_token()), y * 2, t))\n"
+        "t2, y, t3 = f(tok, x)\n"
+        "print('PASSED', isinstance(t2, core.Token), isinstance(t3, core.Token), t3 is not tok,\n"
+        "      sorted(d.platform for d in y.devices()), np.asarray(y).tolist())\n"
+        "_, z = jax.jit(lambda y: (y + 2, tok))(x)\n"
+        "print('CAPTURED', isinstance(z, core.Token))\n")
+    done = run_jax(script, plugin_library, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "MADE True" in done.stdout and "ON ['dumpref']" in done.stdout, done.stdout
+    assert "PASSED True True True ['dumpref'] [0.0, 2.0, 4.0, 6.0]" in done.stdout, done.stdout
+    assert "CAPTURED True" in done.stdout, done.stdout
