@@ -507,8 +507,15 @@ static void lower_op(lowering* L, prog_insn* in) {
   }
   if (strcmp(name, "custom_call_v1") == 0) {  /* a library call (LAPACK, FFI): name it */
     int t = op_attr(v, op, "call_target_name");
+    const char* target = t >= 0 ? attr_string(v, t) : "?";
+    /* the two XLA expands itself, which jax sends a platform without LAPACK for a QR */
+    if (strcmp(target, "Qr") == 0 || strcmp(target, "ProductOfElementaryHouseholderReflectors") == 0) {
+      vh_lower_householder(L, in, target[0] == 'Q');
+      return;
+    }
     UNSUPPORTED(v, "unsupported custom call '%s' (%s): the dumpref interpreter runs StableHLO "
-                "ops only", t >= 0 ? attr_string(v, t) : "?", v->op);
+                "ops only (and the custom calls Qr, ProductOfElementaryHouseholderReflectors)",
+                target, v->op);
   }
   static const char* multi[] = {"call_v1", "reduce_v1", "while_v1", "case_v1", "if_v1",
                                 "sort_v1", "optimization_barrier_v1", "composite_v1",

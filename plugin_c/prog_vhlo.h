@@ -78,6 +78,9 @@ void vh_finish_func(vh* v, prog_func* f);
 /* The opcode of an elementwise VHLO op ("add_v1") and its operand count, or -1. */
 int vh_elementwise(const char* name, int* arity);
 
+/* The custom calls Qr (qr) and ProductOfElementaryHouseholderReflectors (prog_vhlo_ops.c). */
+void vh_lower_householder(lowering* L, prog_insn* in, bool qr);
+
 /* The ops of prog_vhlo_ops.c: returns false when `name` is none of them. */
 bool vh_lower_more(lowering* L, prog_insn* in, const char* name);
 

@@ -514,6 +514,29 @@ static void lower_bits(lowering* L, prog_insn* in, const char* name) {
 
 /* ---- dispatch --------------------------------------------------------------------------- */
 
+/* Qr: a[..., m, n] -> (the Householder vectors below R, taus[..., min(m, n)]);
+ * ProductOfElementaryHouseholderReflectors: (a[..., m, n], taus[..., k]) -> Q[..., m, n]. */
+void vh_lower_householder(lowering* L, prog_insn* in, bool qr) {
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  expect_operands(L, qr ? 1 : 2);
+  check(v, op->num_results == (qr ? 2 : 1), qr ? "Qr gives two results" : "one result");
+  const prog_shape* a = operand(L, 0);
+  const char* what = qr ? "custom call Qr" : "custom call ProductOfElementaryHouseholderReflectors";
+  if (!is_float(a->dtype))
+    UNSUPPORTED(v, "unsupported element type %s for the %s", prog_dtype_name(a->dtype), what);
+  check(v, a->rank >= 2, "a matrix (or a batch of them)");
+  check(v, same_dims(result(L, 0), a) && result(L, 0)->dtype == a->dtype, "result 0 is a's shape");
+  int64_t m = a->dims[a->rank - 2], n = a->dims[a->rank - 1];
+  const prog_shape* taus = qr ? result(L, 1) : operand(L, 1);
+  check(v, taus->dtype == a->dtype && taus->rank == a->rank - 1, "taus' type and rank");
+  for (int d = 0; d < a->rank - 2; d++) check(v, taus->dims[d] == a->dims[d], "taus' batch dims");
+  int64_t k = taus->dims[taus->rank - 1];
+  check(v, qr ? k == (m < n ? m : n) : k <= m && k <= n, "taus' length");
+  in->op = OP_LINALG;
+  in->iarg = qr ? 0 : 1;
+}
+
 bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
   vh* v = L->v;
   const bc_op* op = L->op;

@@ -187,6 +187,13 @@ def more_cases():
                   np.array([[2, 4, 3, 1], [3, 0, 7, 2]], jnp.uint4),
                   np.array([-20.0, -8.5, -1.5, 0.4, 6.9, 7.5, 40.0, 15.2], np.float32),
                   np.array(-8, jnp.int4), np.zeros((0, 3), jnp.uint4))),
+        # the custom calls Qr and ProductOfElementaryHouseholderReflectors (jax's QR on a
+        # platform without LAPACK) against LAPACK's on the CPU: tall, wide, batched, a zero
+        # diagonal element, 0-sized, f64
+        "qr": (lambda a, b, c, e, d: (jnp.linalg.qr(a), jnp.linalg.qr(b), jnp.linalg.qr(c, mode="complete"),
+                                      jnp.linalg.qr(e), jnp.linalg.qr(d, mode="r")),
+               (f32(5, 3), f32(3, 4, seed=1), f32(2, 4, 4, seed=2) * np.array([0, 1, 1, 1], np.float32),
+                np.zeros((0, 3), np.float32), f32(4, 4, seed=3).astype(np.float64))),
         # XLA:CPU's bits exactly: DEFAULT (Philox there), PHILOX and THREE_FRY, every unsigned
         # width, 0-d, odd, even-dimensioned and empty shapes (ThreeFry halves one dimension)
         "rng_bit_generator": (lambda k: tuple(

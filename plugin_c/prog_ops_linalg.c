@@ -1,0 +1,93 @@
+/* prog_ops_linalg.c -- the QR factorization jax asks for on a platform without LAPACK: the
+ * custom calls `Qr` (a -> Householder vectors below R, and their taus) and
+ * `ProductOfElementaryHouseholderReflectors` (those back to Q), which XLA expands itself.
+ *
+ * The reflector of column j follows XLA's (and LAPACK's dlarfg) convention: with alpha the
+ * diagonal element and s the norm of the elements below it, beta = -sign(alpha) * hypot(alpha,
+ * s) (sign(0) = +1), tau = (beta - alpha) / beta, v = x / (alpha - beta) with v[j] = 1; when
+ * s is 0 the column is left as it is (tau 0).  It is computed column by column (XLA blocks the
+ * columns, which changes only the rounding), in double, on any float type, over leading batch
+ * dimensions.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prog_internal.h"
+
+/* Householder QR of one m x n matrix a (row-major, in place), taus[min(m, n)]. */
+static void qr_one(double* a, double* taus, int64_t m, int64_t n) {
+  int64_t k = m < n ? m : n;
+  for (int64_t j = 0; j < k; j++) {
+    double alpha = a[j * n + j], s = 0;
+    for (int64_t i = j + 1; i < m; i++) s += a[i * n + j] * a[i * n + j];
+    if (s == 0) {
+      taus[j] = 0;
+      continue;
+    }
+    double beta = (alpha >= 0 ? -1.0 : 1.0) * sqrt(alpha * alpha + s);
+    double tau = (beta - alpha) / beta, scale = 1.0 / (alpha - beta);
+    for (int64_t i = j + 1; i < m; i++) a[i * n + j] *= scale;  /* v below the diagonal */
+    /* the trailing columns: a[:, c] -= tau * v (v . a[:, c]), v = (1, a[j+1:, j]) */
+    for (int64_t c = j + 1; c < n; c++) {
+      double dot = a[j * n + c];
+      for (int64_t i = j + 1; i < m; i++) dot += a[i * n + j] * a[i * n + c];
+      dot *= tau;
+      a[j * n + c] -= dot;
+      for (int64_t i = j + 1; i < m; i++) a[i * n + c] -= dot * a[i * n + j];
+    }
+    a[j * n + j] = beta;
+    taus[j] = tau;
+  }
+}
+
+/* Q (m x n) = H_0 H_1 ... H_{k-1} applied to the first n columns of the identity, each
+ * H_j = I - tau_j v_j v_j^T with v_j = (0.., 1, a[j+1:, j]). */
+static void householder_product_one(const double* a, const double* taus, double* q, int64_t m,
+                                    int64_t n, int64_t k) {
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t c = 0; c < n; c++) q[i * n + c] = i == c ? 1.0 : 0.0;
+  for (int64_t j = k - 1; j >= 0; j--) {
+    double tau = taus[j];
+    if (tau == 0) continue;
+    for (int64_t c = 0; c < n; c++) {
+      double dot = q[j * n + c];
+      for (int64_t i = j + 1; i < m; i++) dot += a[i * n + j] * q[i * n + c];
+      dot *= tau;
+      q[j * n + c] -= dot;
+      for (int64_t i = j + 1; i < m; i++) q[i * n + c] -= dot * a[i * n + j];
+    }
+  }
+}
+
+int rt_linalg(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args,
+              void** vals) {
+  const prog_shape* x = &f->values[in->in[0]];
+  int rank = x->rank;
+  int64_t m = x->dims[rank - 2], n = x->dims[rank - 1], batch = 1;
+  for (int d = 0; d < rank - 2; d++) batch *= x->dims[d];
+  prog_dtype t = x->dtype;
+  bool qr = in->iarg == 0;
+  int64_t k = qr ? (m < n ? m : n) : f->values[in->in[1]].dims[rank - 2];
+  double* a = malloc((size_t)(m * n + 1) * sizeof(double));
+  double* taus = malloc((size_t)(k + 1) * sizeof(double));
+  double* q = qr ? NULL : malloc((size_t)(m * n + 1) * sizeof(double));
+  if (a == NULL || taus == NULL || (!qr && q == NULL)) {
+    free(a), free(taus), free(q);
+    return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+  }
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < m * n; i++) a[i] = rt_get_f(t, args[0], b * m * n + i);
+    if (qr) {
+      qr_one(a, taus, m, n);
+      for (int64_t i = 0; i < m * n; i++) rt_put(t, vals[in->out], b * m * n + i, a[i], 0, true);
+      for (int64_t j = 0; j < k; j++) rt_put(t, vals[in->out + 1], b * k + j, taus[j], 0, true);
+    } else {
+      for (int64_t j = 0; j < k; j++) taus[j] = rt_get_f(t, args[1], b * k + j);
+      householder_product_one(a, taus, q, m, n, k);
+      for (int64_t i = 0; i < m * n; i++) rt_put(t, vals[in->out], b * m * n + i, q[i], 0, true);
+    }
+  }
+  free(a), free(taus), free(q);
+  return PROG_OK;
+}
