@@ -615,7 +615,7 @@ def _environment(out: _Out, records, environment: dict, config: DumprefConfig, r
     out.add("| environment | of the run that wrote this file |")
     out.add("|---|---|")
     for k in ("chip", "platform", "jax", "jaxlib", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty"):
-        text = _md_cell(environment.get(k))
+        text = _md_cell(environment.get(k)) or "(not set)"  # an empty cell read as a rendering fault
         rule = "machine" if k in MACHINE else "varies" if k in RUN_TO_RUN else None
         out.add(f"| {k} | ", Var(text, rule, what=k) if rule else text, " |")
     out.blank()

@@ -133,7 +133,7 @@ def test_the_environment_table_is_checked(rendered):
     assert (f"line {line} (environment): differs: the file says '| platform | tpu |'; its data block "
             "produced '| platform | cpu |'") in out
     _edit(path, "| platform | tpu |", "| platform | cpu |")
-    line = _edit(path, "| XLA_FLAGS |  |", "| XLA_FLAGS | --xla_cpu_use_thunk_runtime=false |")
+    line = _edit(path, "| XLA_FLAGS | (not set) |", "| XLA_FLAGS | --xla_cpu_use_thunk_runtime=false |")
     out = _check(rendered).stdout.str()
     assert f"line {line} (environment): differs" in out
 

@@ -68,7 +68,7 @@ def test_the_environment_table_has_a_header_and_the_setup_says_to_activate_it():
     text = _render([{"kind": "number", "name": "n", "value": 1}],
                    setup="python3 -m venv .venv && . .venv/bin/activate && pip install -e .")
     assert "| environment | of the run that wrote this file |\n|---|---|\n| chip |" in text
-    assert "|  |  |" not in text
+    assert "|  |  |" not in text and "| XLA_FLAGS | (not set) |" in text
     assert "in a new shell, activate it again first (`. .venv/bin/activate`)" in text
 
 
