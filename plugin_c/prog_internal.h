@@ -134,6 +134,7 @@ typedef enum {
   /* others */
   OP_DOT, OP_REDUCE, OP_REDUCE_GENERIC, OP_REDUCE_WINDOW, OP_CONVOLUTION, OP_SORT, OP_CALL,
   OP_WHILE, OP_CASE, OP_IF, OP_IDENTITY, OP_RNG_BIT_GENERATOR,
+  OP_TRIANGULAR_SOLVE,
   OP_LINALG,  /* the custom calls Qr (iarg 0) and ProductOfElementaryHouseholderReflectors (1) */
 } prog_opcode;
 
@@ -244,6 +245,8 @@ int rt_window(run_ctx* r, const prog_program* p, const prog_func* f, const prog_
 /* Householder QR and the product of its reflectors (prog_ops_linalg.c) */
 int rt_linalg(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args,
               void** vals);
+int rt_triangular_solve(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args,
+                        void** vals);
 /* rng_bit_generator: new state and bits as XLA:CPU computes them (prog_ops_rng.c) */
 int rt_rng(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args, void** vals);
 int rt_misc(run_ctx* r, const prog_insn* in, const prog_shape* a, void* const* args, void* o);

@@ -1102,6 +1102,7 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
       break;
     case OP_RNG_BIT_GENERATOR: code = rt_rng(r, f, in, argv, vals); break;
     case OP_LINALG: code = rt_linalg(r, f, in, argv, vals); break;
+    case OP_TRIANGULAR_SOLVE: code = rt_triangular_solve(r, f, in, argv, vals); break;
     default: code = elementwise(r, in, a, argv, o); break;
   }
   if (argv != args) free(argv);

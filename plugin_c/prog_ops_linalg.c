@@ -91,3 +91,55 @@ int rt_linalg(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* 
   free(a), free(taus), free(q);
   return PROG_OK;
 }
+
+/* triangular_solve: op(A) X = B (left_side) or X op(A) = B, A's `lower` (or upper) triangle
+ * with its diagonal (ones when unit_diagonal), op the identity or the transpose (ADJOINT is the
+ * transpose: real types only).  Substitution in double, per batch and per right-hand side.
+ * in->p[0]: {left_side, lower, unit_diagonal, transpose}. */
+int rt_triangular_solve(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args,
+                        void** vals) {
+  const prog_shape *as = &f->values[in->in[0]], *bs = &f->values[in->in[1]];
+  int rank = bs->rank;
+  bool left = in->p[0][0], lower = in->p[0][1], unit = in->p[0][2], trans = in->p[0][3];
+  int64_t m = as->dims[rank - 1], rows = bs->dims[rank - 2], cols = bs->dims[rank - 1], batch = 1;
+  for (int d = 0; d < rank - 2; d++) batch *= bs->dims[d];
+  prog_dtype t = bs->dtype;
+  double* T = malloc((size_t)(m * m + 1) * sizeof(double));
+  double* x = malloc((size_t)(rows * cols + 1) * sizeof(double));
+  if (T == NULL || x == NULL) {
+    free(T), free(x);
+    return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+  }
+  /* Solving from the left with T = op(A) (or, from the right, with T^T on B's rows): the
+   * system's matrix S is lower triangular when `lower` and the transposes cancel. */
+  bool s_lower = lower != trans;
+  if (!left) s_lower = !s_lower;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < m; j++) {
+        bool kept = i == j || (lower ? j < i : j > i);
+        double v = i == j && unit ? 1.0 : kept ? rt_get_f(t, args[0], b * m * m + i * m + j) : 0.0;
+        /* S[i][j] = op(A)[i][j] from the left, op(A)[j][i] from the right */
+        bool flip = trans != !left;
+        if (flip) T[j * m + i] = v; else T[i * m + j] = v;
+      }
+    for (int64_t i = 0; i < rows * cols; i++) x[i] = rt_get_f(t, args[1], b * rows * cols + i);
+    /* S y = c for each right-hand side: B's columns from the left, its rows from the right */
+    int64_t nrhs = left ? cols : rows;
+    for (int64_t q = 0; q < nrhs; q++) {
+      for (int64_t step = 0; step < m; step++) {
+        int64_t i = s_lower ? step : m - 1 - step;
+        double sum = left ? x[i * cols + q] : x[q * cols + i];
+        for (int64_t j = 0; j < m; j++) {
+          if (j == i || (s_lower ? j > i : j < i)) continue;
+          sum -= T[i * m + j] * (left ? x[j * cols + q] : x[q * cols + j]);
+        }
+        sum /= T[i * m + i];
+        if (left) x[i * cols + q] = sum; else x[q * cols + i] = sum;
+      }
+    }
+    for (int64_t i = 0; i < rows * cols; i++) rt_put(t, vals[in->out], b * rows * cols + i, x[i], 0, true);
+  }
+  free(T), free(x);
+  return PROG_OK;
+}

@@ -121,6 +121,7 @@ static const struct {
                         "precision_config"}},
     {"get_dimension_size_v1", {"dimension"}},
     {"rng_bit_generator_v1", {"rng_algorithm"}},
+    {"triangular_solve_v1", {"left_side", "lower", "unit_diagonal", "transpose_a"}},
     {"custom_call_v1", {"call_target_name", "has_side_effect", "backend_config", "api_version",
                         "called_computations", "operand_layouts", "result_layouts",
                         "output_operand_aliases"}},

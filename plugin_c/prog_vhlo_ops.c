@@ -589,6 +589,27 @@ bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
                  ((a->dtype == PROG_F32 && in->shape.dtype == PROG_C64) ||
                   (a->dtype == PROG_F64 && in->shape.dtype == PROG_C128)),
           "complex takes two f32 (f64) parts and gives c64 (c128)");
+  } else if (strcmp(name, "triangular_solve_v1") == 0) {
+    expect_operands(L, 2);
+    const prog_shape *a = operand(L, 0), *b = operand(L, 1);
+    if (!is_float(b->dtype))
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(b->dtype), v->op);
+    check(v, a->dtype == b->dtype && same_dims(b, &in->shape) && in->shape.dtype == b->dtype &&
+                 a->rank == b->rank && a->rank >= 2, "triangular_solve types and ranks");
+    int rank = a->rank;
+    for (int d = 0; d < rank - 2; d++) check(v, a->dims[d] == b->dims[d], "triangular_solve batch dims");
+    bool left = attr_bool(v, need(v, op, "left_side"));
+    check(v, a->dims[rank - 1] == a->dims[rank - 2] &&
+                 a->dims[rank - 1] == b->dims[left ? rank - 2 : rank - 1],
+          "triangular_solve: a square a of b's size");
+    uint64_t tr = attr_enum(v, need(v, op, "transpose_a"), VH_TRANSPOSE, "transpose");
+    check(v, tr >= 1 && tr <= 3, "triangular_solve transpose_a");
+    in->op = OP_TRIANGULAR_SOLVE;
+    in->p[0][0] = left;
+    in->p[0][1] = attr_bool(v, need(v, op, "lower"));
+    in->p[0][2] = attr_bool(v, need(v, op, "unit_diagonal"));
+    in->p[0][3] = tr != 1;  /* TRANSPOSE or ADJOINT (the same on real numbers) */
+    in->np[0] = 4;
   } else if (strcmp(name, "rng_bit_generator_v1") == 0) {
     /* the bits XLA:CPU gives (prog_ops_rng.c): a u64[2] state, unsigned integer results */
     expect_operands(L, 1);

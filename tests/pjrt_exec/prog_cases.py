@@ -194,6 +194,17 @@ def more_cases():
                                       jnp.linalg.qr(e), jnp.linalg.qr(d, mode="r")),
                (f32(5, 3), f32(3, 4, seed=1), f32(2, 4, 4, seed=2) * np.array([0, 1, 1, 1], np.float32),
                 np.zeros((0, 3), np.float32), f32(4, 4, seed=3).astype(np.float64))),
+        # triangular_solve against LAPACK's trsm: every side, triangle, transpose and unit
+        # diagonal, batched, an empty right-hand side, f64
+        "triangular_solve": (lambda a, b, c, d: tuple(
+            lax.linalg.triangular_solve(a, b if left else c, left_side=left, lower=lower,
+                                        transpose_a=trans, unit_diagonal=unit)
+            for left in (True, False) for lower in (True, False) for trans in (False, True)
+            for unit in (False, True)) + (
+            lax.linalg.triangular_solve(a[0], np.zeros((4, 0), np.float32), left_side=True),
+            lax.linalg.triangular_solve(d, d[:, :2], left_side=True, lower=True)),
+            (f32(2, 4, 4) + 4 * np.eye(4, dtype=np.float32), f32(2, 4, 3, seed=1), f32(2, 3, 4, seed=2),
+             (f32(4, 4, seed=3) + 4 * np.eye(4, dtype=np.float32)).astype(np.float64))),
         # XLA:CPU's bits exactly: DEFAULT (Philox there), PHILOX and THREE_FRY, every unsigned
         # width, 0-d, odd, even-dimensioned and empty shapes (ThreeFry halves one dimension)
         "rng_bit_generator": (lambda k: tuple(
