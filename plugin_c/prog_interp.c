@@ -587,6 +587,14 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
     case PROG_BF16: COMPARE_LOOP(uint16_t, rt_bf16_to_f32); break;
     case PROG_F16: COMPARE_LOOP(uint16_t, rt_f16_to_f32); break;
     case PROG_C64: case PROG_C128: rt_complex_compare(t, dir, a, b, o, n); break;
+    case PROG_F8E4M3FN: case PROG_F8E5M2: {  /* as their values: NaN compares unordered */
+      for (int64_t i = 0; i < n; i++) {
+        double x = rt_get_f(t, a, i), y = rt_get_f(t, b, i);
+        o[i] = dir == CMP_EQ ? x == y : dir == CMP_NE ? x != y : dir == CMP_GE ? x >= y
+             : dir == CMP_GT ? x > y : dir == CMP_LE ? x <= y : x < y;
+      }
+      break;
+    }
     case PROG_S4: case PROG_U4: {
       for (int64_t i = 0; i < n; i++) {
         int64_t x = rt_get_i(t, a, i), y = rt_get_i(t, b, i);

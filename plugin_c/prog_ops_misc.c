@@ -54,9 +54,26 @@ int rt_misc(run_ctx* r, const prog_insn* in, const prog_shape* a, void* const* a
                reduce_precision(rt_get_f(a->dtype, args[0], i), a->dtype == PROG_F64, in->iarg,
                                 in->iarg2), 0, true);
       break;
-    default:  /* bitcast_convert: the same bytes (little-endian, minor dimension last) */
-      memcpy(o, args[0], rt_bytes(a));
+    default: {  /* bitcast_convert: the same bits (little-endian, minor dimension last) */
+      prog_dtype to = in->shape.dtype;
+      bool narrow_in = a->dtype == PROG_S4 || a->dtype == PROG_U4;
+      bool narrow_out = to == PROG_S4 || to == PROG_U4;
+      if (!narrow_in && !narrow_out) {
+        memcpy(o, args[0], rt_bytes(a));
+      } else if (narrow_in && narrow_out) {  /* s4 <-> u4: the nibbles */
+        for (int64_t i = 0; i < n; i++) ((uint8_t*)o)[i] = ((const uint8_t*)args[0])[i] & 0xf;
+      } else if (narrow_out) {  /* each byte of the source is two nibbles, the low one first */
+        const uint8_t* src = args[0];
+        for (int64_t i = 0; i < 2 * (int64_t)rt_bytes(a); i++)
+          ((uint8_t*)o)[i] = (uint8_t)((src[i / 2] >> (4 * (i % 2))) & 0xf);
+      } else {  /* two nibbles make each byte of the result */
+        const uint8_t* src = args[0];
+        size_t bytes = rt_bytes(&in->shape);
+        for (size_t i = 0; i < bytes; i++)
+          ((uint8_t*)o)[i] = (uint8_t)((src[2 * i] & 0xf) | (src[2 * i + 1] & 0xf) << 4);
+      }
       break;
+    }
   }
   return PROG_OK;
 }

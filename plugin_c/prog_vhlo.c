@@ -574,7 +574,9 @@ static void lower_op(lowering* L, prog_insn* in) {
     check(v, in->shape.dtype == PROG_PRED, "compare must give pred");
     prog_shape a = *operand(L, 0);
     check(v, a.dtype == operand(L, 1)->dtype, "element types differ");
-    if (!is_arithmetic(a.dtype) || (is_complex(a.dtype) && in->iarg != CMP_EQ && in->iarg != CMP_NE))
+    bool f8 = a.dtype == PROG_F8E4M3FN || a.dtype == PROG_F8E5M2;  /* compared as their values */
+    if ((!is_arithmetic(a.dtype) && !f8) ||
+        (is_complex(a.dtype) && in->iarg != CMP_EQ && in->iarg != CMP_NE))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a.dtype), v->op);
     a.dtype = PROG_PRED;
     check(v, same_dims(&a, &in->shape) && same_dims(operand(L, 1), &in->shape),

@@ -499,13 +499,19 @@ static void lower_bits(lowering* L, prog_insn* in, const char* name) {
     in->iarg2 = (int)m;
   } else {
     in->op = OP_BITCAST_CONVERT;
-    check(v, rt_bytes(a) == rt_bytes(&in->shape), "bitcast_convert changes the byte count");
-    /* the element sizes must relate by the minor dimension (or be equal) */
-    size_t ea = prog_dtype_size(a->dtype), eo = prog_dtype_size(in->shape.dtype);
+    /* 4-bit elements are held one per byte but bitcast as 4 bits: compare the bits */
+    int64_t bits_in = (a->dtype == PROG_S4 || a->dtype == PROG_U4) ? 4 : 8 * (int64_t)prog_dtype_size(a->dtype);
+    int64_t bits_out = (in->shape.dtype == PROG_S4 || in->shape.dtype == PROG_U4)
+                           ? 4 : 8 * (int64_t)prog_dtype_size(in->shape.dtype);
+    check(v, a->dtype != PROG_TOKEN && in->shape.dtype != PROG_TOKEN &&
+                 prog_shape_elements(a) * bits_in == prog_shape_elements(&in->shape) * bits_out,
+          "bitcast_convert changes the bit count");
+    /* the element sizes (in bits) must relate by the minor dimension (or be equal) */
+    int64_t ea = bits_in, eo = bits_out;
     if (ea != eo) {
       const prog_shape* wide = ea > eo ? a : &in->shape;
       const prog_shape* narrow = ea > eo ? &in->shape : a;
-      size_t ratio = ea > eo ? ea / eo : eo / ea;
+      size_t ratio = (size_t)(ea > eo ? ea / eo : eo / ea);
       check(v, narrow->rank == wide->rank + 1 && (size_t)narrow->dims[narrow->rank - 1] == ratio,
             "bitcast_convert between sizes needs a minor dimension of the size ratio");
     }
