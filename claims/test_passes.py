@@ -309,7 +309,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     _record_dump(evidence, d)
     evidence.note(WORDS)
     evidence.note(EXCERPT_MARKS)
-    evidence.excerpt("the program compiled: x f32[4,128,256] -> transformer_block(x, params, "
+    evidence.excerpt("block.py, the program compiled: x f32[4,128,256] -> transformer_block(x, params, "
                      "n_heads=4), the functions it calls, and the maker of its parameters "
                      "(pytest_dumpref/examples.py, read with inspect.getsource by this claim)",
                      program_source(), lang="python")
@@ -317,8 +317,8 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     recipe = run_recipe(tmp_path)
     ours = _manifest_entries(d.folder / MANIFEST)
     theirs = _manifest_entries(recipe.write_manifest())
-    evidence.excerpt("the same every-pass dump with plain jax: save the program above as block.py, "
-                     "then run (this claim runs exactly this, in a fresh folder)", RECIPE, lang="bash")
+    evidence.excerpt("the same every-pass dump with plain jax: save the listing headed block.py above "
+                     "as block.py, then run (this claim runs exactly this, in a fresh folder)", RECIPE, lang="bash")
     evidence.number("pass snapshots the plain-jax recipe wrote", len(recipe.snapshots))
     evidence.number("dump files of the recipe identical to the tool's (sha256 without metadata "
                     "and source locations)", sum(theirs.get(k) == v for k, v in ours.items()))

@@ -75,8 +75,8 @@ DEFINITIONS: dict[str, str] = {
         "A step changed the program unless (a) the two files are byte-identical, (b) they are "
         "equal once metadata={...} is removed from every instruction (the HloModule header line "
         "is not compared), or (c) every instruction matches as unchanged or renamed (rules "
-        "below) and the kernels are the same up to their names and order (same output shapes "
-        "and bytes). Each state is compared with the one just before it, counted or not."),
+        "below) and the kernels are the same up to their names and order (the same output "
+        "shapes, layouts included, with the same bytes read and written). Each state is compared with the one just before it, counted or not."),
     "instructions": (
         "Instructions compared: every instruction of the entry computation and of the "
         "computations it reaches, transitively, through call, while (body and condition) and "
@@ -87,16 +87,21 @@ DEFINITIONS: dict[str, str] = {
         "source locations, not instructions.)"),
     "matching": (
         "Matching the instructions of a step, in four rounds, each pairing one to one what the "
-        "rounds before left over. (1) Unchanged: in the same computation, the same line without "
-        "metadata={...}, and, for an instruction that calls computations, the same text of "
-        "those (numeric name suffixes dropped). (2) The same name on both sides, numeric suffix "
-        "included (add.12 and add.12): renamed if the two lines are equal once the "
-        "instruction's own name, ROOT and every numeric name suffix (.123) are dropped from the "
-        "line and from the computations it calls, so an operand that now names another "
-        "instruction of the same base name (subtract.7 -> subtract.5) makes a renaming; "
-        "rewritten otherwise. (3) Equal, so reduced, to an instruction of the other side: "
-        "renamed. (4) Left over: added (later state) or removed (earlier state). Computations "
-        "are told apart by their names without numeric suffix. Instructions changed = added + "
+        "rounds before left over. A line here is the instruction as XLA printed it (ROOT, its "
+        "own name, shape with layout, opcode, operands, attributes) with the metadata={...} "
+        "attribute removed whole (its braces may nest); the text of the computations an "
+        "instruction calls is their lines, and those of every computation they call in turn, "
+        "with every numeric name suffix (.123) dropped. (1) Unchanged: in a computation of the "
+        "same name once numeric suffixes are dropped, the same line, and for an instruction "
+        "that calls computations the same text of those. (2) The same name on both sides, "
+        "numeric suffix included (add.12 and add.12), wherever it sits (XLA keeps names unique "
+        "in a module): renamed if the two lines are equal once the instruction's own name, ROOT "
+        "and every numeric name suffix are dropped from them, the computations they call have "
+        "the same text, and their computations the same name without suffix; so an operand "
+        "that now names another instruction of the same base name (subtract.7 -> subtract.5) "
+        "makes a renaming; rewritten otherwise. (3) Equal, so reduced, to an instruction of a "
+        "computation of the same name without suffix on the other side: renamed. (4) Left "
+        "over: added (later state) or removed (earlier state). Instructions changed = added + "
         "removed + rewritten; renamed ones are not counted."),
     "kernels": (
         "Kernel: an instruction of the entry computation that runs code of its own and so reads "
