@@ -160,7 +160,7 @@ class BuiltPlugin:
     def record(self, evidence) -> None:
         """Record the library (hash) and how it was built, and that evidence came from it."""
         evidence.file("PJRT plugin library", self.path)
-        evidence.note("Built with: " + " ".join(self._portable_command()))
+        evidence.note("Built with: `" + " ".join(self._portable_command()) + "`")
         evidence.observe(backend=PLATFORM, chip=self.device_kind(), plugin_sha256=self.sha256)
 
     def device_kind(self) -> str:
