@@ -14,7 +14,8 @@
  *                    the bit-level ops;
  *   prog_text.c      MLIR text (pretty or generic form) for the elementwise and shape subset;
  *   prog_interp.c    the interpreter's loop, element types and common kernels, with the rest
- *                    in prog_ops_*.c (control, index, sort, window, misc, complex, matmul).
+ *                    in prog_ops_*.c (control, index, sort, window, misc, complex, matmul,
+ *                    rng: rng_bit_generator, linalg: QR and triangular_solve).
  *
  * This header is independent of PJRT (no pjrt_c_api.h), so tests can drive it through cffi.
  * Status codes use PJRT_Error_Code's numbers so the PJRT layer can pass them through unchanged.
