@@ -60,23 +60,7 @@ def test_the_writeup_links_reach_its_claims_and_figures():
 # the data block, under half of the 2,319 the write-up had when that was asked.  Evidence folds;
 # nothing is dropped to get there.
 READABLE_LIMIT = 1160
-# The committed file predates the folding (1,242 readable lines, Study 1's rules as they were
-# stated then): strict, so each entry is removed with the re-render that fixes it.
-STALE_RENDER = {
-    "readable body": "writeup.md was rendered before float32-only differences, before/after pairs "
-                     "and long evidence-file lists folded; re-render it and delete this entry",
-    "rules": "writeup.md was rendered before DEFINITIONS stated calls, the transpose test's "
-             "operand layout, every element size and rule (xla bytes); re-render it and delete "
-             "this entry",
-}
-
-
-def _stale(key):
-    return [pytest.mark.xfail(strict=True, reason=STALE_RENDER[key])] if key in STALE_RENDER else []
-
-
-@pytest.mark.parametrize("_", [pytest.param(0, marks=_stale("readable body"), id="writeup.md")])
-def test_the_writeup_reads_through_in_under_1160_lines(_):
+def test_the_writeup_reads_through_in_under_1160_lines():
     from pytest_dumpref.writeup import readable_body
     body = readable_body((REPO / "writeup.md").read_text(encoding="utf-8"))
     assert len(body) < READABLE_LIMIT, (
@@ -84,8 +68,7 @@ def test_the_writeup_reads_through_in_under_1160_lines(_):
         "fold long evidence (or say it once) rather than drop it")
 
 
-@pytest.mark.parametrize("_", [pytest.param(0, marks=_stale("rules"), id="writeup.md")])
-def test_the_writeup_states_each_rule_as_passes_definitions_does(_):
+def test_the_writeup_states_each_rule_as_passes_definitions_does():
     """Study 1's 'Rule (key): ...' notes are passes.DEFINITIONS, the text tour prints: each rule
     once, word for word (as the renderer shows prose)."""
     from pytest_dumpref.writeup import prose
