@@ -457,23 +457,22 @@ AA_CHECK_US = 100
 AA_CHECK_US_ACROSS = 1000
 
 
-def _timing_listing(evidence, plan) -> None:
-    """The timing method as it ran: the timed subprocess as a script that runs with plain jax
-    (timing.worker_listing: the plan's values, then the source of pytest_dumpref/timing.py's
-    worker), and the source of the statistic, so that a reader can rerun it."""
-    import inspect
-
+def _timing_listing(evidence, plan, comparisons) -> None:
+    """The timing method as it ran, as two scripts a reader runs with plain jax: the timed
+    subprocess (timing.worker_listing: the plan's values, then the source of
+    pytest_dumpref/timing.py's worker) and the statistic (timing.statistic_listing: the source
+    of its classes, fed the worker's JSON)."""
     from pytest_dumpref import timing
-    evidence.excerpt("the timed subprocess as it ran, one script for plain jax (timing.worker_listing): "
-                     "the plan, pinning, inputs, both variants compiled in one process, the A/A copy "
-                     "compiled afresh, the calibration kernels, the timed call, interleaved rounds; run it "
-                     f"with XLA_FLAGS={' '.join(timing.SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu",
+    evidence.excerpt("timed.py, the timed subprocess as it ran (timing.worker_listing): the plan, "
+                     "pinning, inputs, both variants compiled in one process, the A/A copy compiled "
+                     "afresh, the calibration kernels, the timed call, interleaved rounds; run it as "
+                     f"XLA_FLAGS={' '.join(timing.SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu "
+                     "PYTHONHASHSEED=0 python timed.py > run.json",
                      timing.worker_listing(plan), lang="python")
-    evidence.excerpt("the statistic and the prediction (pytest_dumpref/timing.py, as it ran)",
-                     "\n\n".join(inspect.getsource(f) for f in (
-                         timing.TimingResult.paired_differences, timing.TimingResult.difference,
-                         timing.TimingResult.bandwidth.fget, timing.TimingResult.predicted_seconds,
-                         timing.run_plan)), lang="python")
+    evidence.excerpt("statistic.py, the statistic and the prediction as they ran (timing."
+                     "statistic_listing, pytest_dumpref/timing.py's classes): python statistic.py "
+                     "< run.json prints the numbers this claim states",
+                     timing.statistic_listing(comparisons), lang="python")
     evidence.note(
         "In words: each variant is compiled in the timing subprocess by jax.jit(fn).lower(*args)"
         ".compile(compiler_options=...), the unfused one with xla_disable_hlo_passes=fusion; an A/A copy "
@@ -546,7 +545,8 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                   "held on an Intel Xeon (0.94-0.97) and does not on this project's AMD EPYC machines "
                   "(1.34-1.84 in three quiet runs), where the bandwidth of a cache-resident stream "
                   "under-predicts the unfused program's extra time.")
-    _timing_listing(evidence, plan)
+    _timing_listing(evidence, plan, [{"label": "softmax", "base": "fused", "other": "without fusion",
+                                      "aa": "fused, compiled again (A/A)", "extra_bytes": None}])
     caches = cpu_caches(run.cpu)
     if caches:
         evidence.table(f"data caches of CPU {run.cpu} (Linux sysfs)", caches)
@@ -909,7 +909,9 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                   "(median error at most 10 %, worst at most 25 %) is stated against the two errors "
                   "above, not asserted; the column 'predicted at the cold-stream bandwidth' shows the "
                   "same bytes at the bandwidth of a stream whose inputs are not in cache.")
-    _timing_listing(evidence, plan)
+    _timing_listing(evidence, plan, [
+        {"label": name, "base": f"{name}: fused", "other": f"{name}: unfused", "aa": f"{name}: A/A",
+         "extra_bytes": predicted_bytes[name]} for name in SUITE])
     slower = [p["name"] for p in points if p["measured_us"] <= 0]
     assert not slower, f"undoing the fusion pass did not slow {slower}"
     assert aa_share <= AA_LIMIT, (

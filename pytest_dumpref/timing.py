@@ -183,6 +183,10 @@ class TimingResult:
         if STREAM_COLD not in self.variants:
             raise TimingError("this run timed no cold stream (TimingPlan(cold_stream=True))")
         seconds = statistics.median(self.paired_differences(DISPATCH, STREAM_COLD))
+        if seconds <= 0:
+            raise TimingError(f"the cold streaming kernel ({self.variants[STREAM_COLD].median * 1e6:.1f} us) "
+                              f"was not slower than the dispatch kernel ({self.dispatch_seconds * 1e6:.1f} us): "
+                              "no bandwidth to measure")
         return (self.variants[STREAM_COLD].bytes_accessed - self.variants[DISPATCH].bytes_accessed) / seconds
 
     def predicted_seconds(self, extra_bytes: float, *, cold: bool = False) -> float:
@@ -259,15 +263,16 @@ def plan_listing(plan: TimingPlan) -> str:
             "# the plan this claim ran; run_plan starts the worker in a fresh python with "
             f"XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)},\n"
             "# JAX_PLATFORMS=cpu and PYTHONHASHSEED=0, and the worker prints _worker(plan) as JSON.\n"
-            "# A program 'module:function' is imported by resolve_program; without this package, "
-            "define the\n# function (Study 2's program is listed above) and return it from "
-            "resolve_program.\n"
+            "# A program 'module:function' is imported by resolve_program. Without this package, "
+            "define the program\n# (Study 2's is listed above) just below and make "
+            "resolve_program return it: def resolve_program(ref): return softmax\n"
             "plan = types.SimpleNamespace(\n" + fields + ")\n"
             "plan.program_of = lambda variant: plan.programs.get(variant, (plan.program, plan.args))\n\n"
             "class TimingError(RuntimeError):\n    pass\n\n\n"
             + inspect.getsource(resolve_program) + "\n\n"
-            "# The tables' 'IQR over rounds %' of a variant: 100 * (q[2] - q[0]) / median(samples),\n"
-            "# q = statistics.quantiles(samples, n=4), samples = its per-round fastest calls.\n")
+            "# The tables' 'us/call' of a variant: the median of its samples (per round, its fastest\n"
+            "# call); 'IQR over rounds %': 100 * (q[2] - q[0]) / that median, q = "
+            "statistics.quantiles(samples, n=4).\n")
 
 
 def worker_listing(plan: TimingPlan) -> str:
@@ -277,6 +282,40 @@ def worker_listing(plan: TimingPlan) -> str:
     return (plan_listing(plan) + "\n\n" + "\n\n".join(
                 inspect.getsource(f) for f in (_pin, fill, _stream, _worker))
             + "\n\nprint(json.dumps(_worker(plan)))\n")
+
+
+def statistic_listing(comparisons: list) -> str:
+    """The statistic and the prediction as one script for plain Python: it reads the JSON the
+    worker printed (``worker_listing``) on stdin and prints, per comparison, the numbers a
+    claim states, computed by this module's own classes (their source, as it ran).
+
+    ``comparisons``: dicts with ``label``, ``base`` and ``other`` (variant names: measured
+    extra time is other - base), ``aa`` (the A/A twin of base) and ``extra_bytes`` (the bytes
+    the prediction divides by the bandwidth; None: XLA's bytes accessed, other - base)."""
+    import inspect
+    rows = "".join(f"    {c!r},\n" for c in comparisons)
+    return ("from __future__ import annotations\n\n"
+            "import json, statistics, sys\n"
+            "from dataclasses import dataclass, field\n\n"
+            + "\n".join(f"{name} = {globals()[name]!r}" for name in ("STREAM", "DISPATCH", "STREAM_COLD"))
+            + "\n\n\nclass TimingError(RuntimeError):\n    pass\n\n\n"
+            + inspect.getsource(VariantTiming) + "\n\n" + inspect.getsource(TimingResult)
+            + "\n\n# the comparisons the claim states\nCOMPARISONS = [\n" + rows + "]\n\n"
+            "out = json.loads(sys.stdin.read().strip().splitlines()[-1])\n"
+            "r = TimingResult(plan=None, variants={n: VariantTiming(**v) for n, v in out['variants'].items()},\n"
+            "                 orders=out['orders'], cpu=out['cpu'], xla_flags=out['xla_flags'],\n"
+            "                 jax_version=out['jax_version'])\n"
+            "print(f'bandwidth {r.bandwidth / 1e9:.2f} GB/s (GB = 1e9 bytes)')\n"
+            "for c in COMPARISONS:\n"
+            "    extra = c['extra_bytes']\n"
+            "    if extra is None:\n"
+            "        extra = r.variants[c['other']].bytes_accessed - r.variants[c['base']].bytes_accessed\n"
+            "    predicted = r.predicted_seconds(extra)\n"
+            "    measured = r.difference(c['base'], c['other'])\n"
+            "    aa = r.difference(c['base'], c['aa'])\n"
+            "    print(f\"{c['label']}: extra bytes {extra:,.0f}, predicted {predicted * 1e6:.1f} us, \"\n"
+            "          f\"measured {measured * 1e6:.1f} us, measured/predicted {measured / predicted:.3f}, \"\n"
+            "          f\"A/A {aa * 1e6:.2f} us\")\n")
 
 
 def cpu_caches(cpu: int) -> list:

@@ -45,6 +45,13 @@ def test_bandwidth_refuses_a_stream_no_slower_than_dispatch():
         r.bandwidth
 
 
+def test_cold_bandwidth_refuses_a_cold_stream_no_slower_than_dispatch():
+    r = _result({timing.STREAM_COLD: [1e-6] * 3, DISPATCH: [2e-6] * 3},
+                {timing.STREAM_COLD: 1000.0, DISPATCH: 64.0})
+    with pytest.raises(TimingError, match="cold streaming kernel .* not slower than the dispatch kernel"):
+        r.cold_bandwidth
+
+
 def test_plan_round_trips_through_json():
     assert TimingPlan.from_json(json.loads(json.dumps(PLAN.to_json()))) == PLAN
 
@@ -120,7 +127,11 @@ def test_one_plan_times_several_programs_each_with_its_inputs():
     assert set(r.variants) >= {"softmax", "ce", "ce (A/A)", timing.STREAM_COLD}
     assert r.variants["ce"].hlo_text == r.variants["ce (A/A)"].hlo_text != r.variants["softmax"].hlo_text
     assert r.variants["ce (A/A)"].compiled_options == {timing.AA_INERT_OPTION: -2}
-    assert r.cold_bandwidth > 0 and r.variants["ce"].transcendentals > 0
+    # the cold stream is timed every round on the stream's kernel (its bandwidth, over a
+    # 16 KiB array and two calls, is noise here: the arithmetic is tested on samples above)
+    cold = r.variants[timing.STREAM_COLD]
+    assert len(cold.samples) == plan.rounds and cold.bytes_accessed == r.variants[timing.STREAM].bytes_accessed
+    assert r.variants["ce"].transcendentals > 0
 
 
 def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
@@ -130,7 +141,8 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
         "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.exp(x) / jnp.sum(jnp.exp(x))\n")
     plan = TimingPlan(program="readers_program:f", args=(("float32", (16, 16)),),
                       variants={"a": {}, "a (A/A)": {}, "b": {"xla_disable_hlo_passes": "fusion"}},
-                      stream_shape=(32, 32), rounds=2, calls_per_round=2, warmup_calls=1)
+                      stream_shape=(512, 512), rounds=3, calls_per_round=2, warmup_calls=1)
+    # (a 1 MiB stream: slower than dispatch even on a busy machine, so a bandwidth exists)
     script = timing.worker_listing(plan)
     assert "import pytest_dumpref" not in script and "from pytest_dumpref" not in script
     (tmp_path / "timed.py").write_text(script)
@@ -140,8 +152,20 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert list(out["variants"]) == ["a", "a (A/A)", "b", timing.STREAM, timing.DISPATCH]
-    assert all(len(v["samples"]) == 2 for v in out["variants"].values())
+    assert all(len(v["samples"]) == 3 for v in out["variants"].values())
     assert out["variants"]["a (A/A)"]["compiled_options"] == {timing.AA_INERT_OPTION: -2}
+    # ... and the statistic's listing, fed that output, prints what TimingResult computes here
+    (tmp_path / "statistic.py").write_text(timing.statistic_listing(
+        [{"label": "b", "base": "a", "other": "b", "aa": "a (A/A)", "extra_bytes": None}]))
+    stat = subprocess.run([sys.executable, "statistic.py"], cwd=tmp_path, input=proc.stdout,
+                          capture_output=True, text=True, timeout=60)
+    assert stat.returncode == 0, stat.stderr[-2000:]
+    r = TimingResult(plan, {n: VariantTiming(**v) for n, v in out["variants"].items()},
+                     out["orders"], out["cpu"], out["xla_flags"], out["jax_version"])
+    extra = r.variants["b"].bytes_accessed - r.variants["a"].bytes_accessed
+    ratio = r.difference("a", "b") / r.predicted_seconds(extra)
+    assert f"b: extra bytes {extra:,.0f}," in stat.stdout
+    assert f"measured/predicted {ratio:.3f}," in stat.stdout
 
 
 def test_failure_in_subprocess_names_the_program():
