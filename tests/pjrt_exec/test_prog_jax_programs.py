@@ -35,6 +35,16 @@ def run_jax(script: Path, library: Path, *args, timeout=600) -> subprocess.Compl
                           capture_output=True, text=True, timeout=timeout, cwd=HERE.parents[1])
 
 
+def run_script(library: Path, folder: Path, name: str, source: str) -> str:
+    """Write ``source`` as ``folder/name``, run it with the device registered, and return what
+    it printed; a script that fails shows its stderr."""
+    script = folder / name
+    script.write_text(source)
+    done = run_jax(script, library, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 @pytest.fixture(scope="module")
 def plugin_library(tmp_path_factory):
     return build_plugin(tmp_path_factory.mktemp("prog-plugin")).path
@@ -73,8 +83,7 @@ def test_program_matches_cpu(results, case):
 def test_jax_reports_unsupported_op_by_name(plugin_library, tmp_path):
     """An op outside the supported set fails compile with UNIMPLEMENTED naming it, as a Python
     error jax raises -- the process survives."""
-    script = tmp_path / "unsupported.py"
-    script.write_text(
+    out = run_script(plugin_library, tmp_path, "unsupported.py",
         "import jax, jax.numpy as jnp, numpy as np\n"
         "d = jax.devices('dumpref')[0]\n"
         "x = jax.device_put(np.arange(5.0, dtype=np.float32)[::-1].copy(), d)\n"
@@ -83,22 +92,18 @@ def test_jax_reports_unsupported_op_by_name(plugin_library, tmp_path):
         "except Exception as e:\n"
         "    print('RAISED', type(e).__name__, e)\n"
         "print('ALIVE', jax.jit(lambda t: t * 2)(x))\n")
-    done = run_jax(script, plugin_library, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "RAISED" in done.stdout and "UNIMPLEMENTED" in done.stdout
-    assert "vhlo.fft_v1" in done.stdout
-    assert "ALIVE [8. 6. 4. 2. 0.]" in done.stdout
+    assert "RAISED" in out and "UNIMPLEMENTED" in out
+    assert "vhlo.fft_v1" in out
+    assert "ALIVE [8. 6. 4. 2. 0.]" in out
 
 
 def test_plugin_reports_the_stablehlo_version_it_reads(plugin_library, tmp_path):
-    script = tmp_path / "version.py"
-    script.write_text(
+    out = run_script(plugin_library, tmp_path, "version.py",
         "import jax\n"
         "from jax._src import xla_bridge\n"
         "jax.devices('dumpref')\n"
         "print('VERSION', xla_bridge.get_backend('dumpref').stablehlo_current_version)\n")
-    done = run_jax(script, plugin_library, timeout=300)
-    assert "VERSION [1, 10, 0]" in done.stdout, done.stderr[-2000:]
+    assert "VERSION [1, 10, 0]" in out, out
 
 
 DONATION_SCRIPT = r"""
@@ -142,22 +147,18 @@ def test_donated_buffers_are_invalidated(plugin_library, tmp_path):
     errors in the script), the donated array reports deleted and refuses reads, the other
     arguments live on, the result equals the CPU backend's; passing a donated buffer twice is
     an error that leaves it alive (as on XLA:CPU)."""
-    script = tmp_path / "donate.py"
-    script.write_text(DONATION_SCRIPT)
-    done = run_jax(script, plugin_library, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    out = run_script(plugin_library, tmp_path, "donate.py", DONATION_SCRIPT)
     for name in ("vector", "scalar", "empty", "int32"):
-        assert f"CASE {name} deleted [True, False, False] same True on ['dumpref']" in done.stdout, done.stdout
-        assert f"READ {name} RuntimeError Array has been deleted" in done.stdout, done.stdout
-    assert "TWICE JaxRuntimeError True" in done.stdout, done.stdout
-    assert "ALIVE False 0.0" in done.stdout
+        assert f"CASE {name} deleted [True, False, False] same True on ['dumpref']" in out, out
+        assert f"READ {name} RuntimeError Array has been deleted" in out, out
+    assert "TWICE JaxRuntimeError True" in out, out
+    assert "ALIVE False 0.0" in out
 
 
 def test_s4_population_count_is_refused_by_name(plugin_library, tmp_path):
     """popcnt on s4 has two answers (XLA:CPU counts the sign-extended byte, StableHLO the 4
     bits): the device refuses it, naming the op and the type, and the process lives on."""
-    script = tmp_path / "popcnt_s4.py"
-    script.write_text(
+    out = run_script(plugin_library, tmp_path, "popcnt_s4.py",
         "import jax, jax.numpy as jnp, numpy as np\n"
         "from jax import lax\n"
         "x = jax.device_put(np.array([-1, 3], jnp.int4), jax.devices('dumpref')[0])\n"
@@ -166,17 +167,14 @@ def test_s4_population_count_is_refused_by_name(plugin_library, tmp_path):
         "except Exception as e:\n"
         "    print('RAISED', e)\n"
         "print('ALIVE', jax.jit(lambda t: -t)(x))\n")
-    done = run_jax(script, plugin_library, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "RAISED UNIMPLEMENTED" in done.stdout and "s4 for vhlo.popcnt_v1" in done.stdout, done.stdout
-    assert "ALIVE [1 -3]" in done.stdout
+    assert "RAISED UNIMPLEMENTED" in out and "s4 for vhlo.popcnt_v1" in out, out
+    assert "ALIVE [1 -3]" in out
 
 
 def test_copies_on_the_device_and_to_the_cpu(plugin_library, tmp_path):
     """device_put without aliasing copies on the device (PJRT_Buffer_CopyToMemory); moving an
     array to the CPU backend reads it through ToHostBuffer with the layout jaxlib sends."""
-    script = tmp_path / "copies.py"
-    script.write_text(
+    out = run_script(plugin_library, tmp_path, "copies.py",
         "import jax, numpy as np\n"
         "dev, cpu = jax.devices('dumpref')[0], jax.devices('cpu')[0]\n"
         "x = jax.device_put(np.arange(6, dtype=np.float32).reshape(2, 3), dev)\n"
@@ -185,18 +183,15 @@ def test_copies_on_the_device_and_to_the_cpu(plugin_library, tmp_path):
         "print('COPY', y is not x, sorted(d.platform for d in y.devices()), np.asarray(y).sum())\n"
         "z = jax.device_put(y, cpu)\n"
         "print('TO_CPU', sorted(d.platform for d in z.devices()), np.asarray(z).tolist())\n")
-    done = run_jax(script, plugin_library, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "COPY True ['dumpref'] 15.0" in done.stdout, done.stdout
-    assert "TO_CPU ['cpu'] [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]" in done.stdout, done.stdout
+    assert "COPY True ['dumpref'] 15.0" in out, out
+    assert "TO_CPU ['cpu'] [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]" in out, out
 
 
 def test_tokens_are_made_passed_and_returned(plugin_library, tmp_path):
     """Tokens (create_token, after_all) run as values of no bytes: made on the device, passed
     in (jaxlib passes a token argument as pred[0]) and out, beside the numbers, which match
     the CPU backend's."""
-    script = tmp_path / "tokens.py"
-    script.write_text(
+    out = run_script(plugin_library, tmp_path, "tokens.py",
         "import jax, jax.numpy as jnp, numpy as np\n"
         "from jax import lax\n"
         "from jax._src import core\n"
@@ -212,8 +207,6 @@ def test_tokens_are_made_passed_and_returned(plugin_library, tmp_path):
         "      sorted(d.platform for d in y.devices()), np.asarray(y).tolist())\n"
         "_, z = jax.jit(lambda y: (y + 2, tok))(x)\n"
         "print('CAPTURED', isinstance(z, core.Token))\n")
-    done = run_jax(script, plugin_library, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "MADE True" in done.stdout and "ON ['dumpref']" in done.stdout, done.stdout
-    assert "PASSED True True True ['dumpref'] [0.0, 2.0, 4.0, 6.0]" in done.stdout, done.stdout
-    assert "CAPTURED True" in done.stdout, done.stdout
+    assert "MADE True" in out and "ON ['dumpref']" in out, out
+    assert "PASSED True True True ['dumpref'] [0.0, 2.0, 4.0, 6.0]" in out, out
+    assert "CAPTURED True" in out, out
