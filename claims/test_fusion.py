@@ -203,7 +203,8 @@ def _fusion_log(d):
                         "the pass's own decision log; rules of cpu_instruction_fusion.cc restated")
 def test_broadcast_fused_reciprocal_refused(dump, evidence):
     import inspect
-    evidence.excerpt("the program and its input (pytest_dumpref/examples.py and this claim file, as they ran)",
+    evidence.excerpt("program.py, the program and its input (pytest_dumpref/examples.py and this claim "
+                     "file, as they ran)",
                      "import jax\nimport jax.numpy as jnp\nimport numpy as np\n\n"
                      + inspect.getsource(softmax) + f"\n\nX_SHAPE = {X_SHAPE!r}\n\n\n"
                      + inspect.getsource(_x), lang="python")
@@ -463,15 +464,13 @@ def _timing_listing(evidence, plan, comparisons) -> None:
     pytest_dumpref/timing.py's worker) and the statistic (timing.statistic_listing: the source
     of its classes, fed the worker's JSON)."""
     from pytest_dumpref import timing
-    evidence.excerpt("timed.py, the timed subprocess as it ran (timing.worker_listing): the plan, "
-                     "pinning, inputs, both variants compiled in one process, the A/A copy compiled "
-                     "afresh, the calibration kernels, the timed call, interleaved rounds; run it as "
-                     f"XLA_FLAGS={' '.join(timing.SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu "
-                     "PYTHONHASHSEED=0 python timed.py > run.json",
+    evidence.excerpt("timed.py, the timed subprocess as it ran (timing.worker_listing): how to run "
+                     "it, the plan, pinning, inputs, both variants compiled in one process, the A/A "
+                     "copy compiled afresh, the calibration kernels, the timed call, interleaved rounds",
                      timing.worker_listing(plan), lang="python")
     evidence.excerpt("statistic.py, the statistic and the prediction as they ran (timing."
-                     "statistic_listing, pytest_dumpref/timing.py's classes): python statistic.py "
-                     "< run.json prints the numbers this claim states",
+                     "statistic_listing, pytest_dumpref/timing.py's classes): fed timed.py's output "
+                     "on stdin, it prints the numbers this claim states",
                      timing.statistic_listing(comparisons), lang="python")
     evidence.note(
         "In words: each variant is compiled in the timing subprocess by jax.jit(fn).lower(*args)"
@@ -546,7 +545,8 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                   "(1.34-1.84 in three quiet runs), where the bandwidth of a cache-resident stream "
                   "under-predicts the unfused program's extra time.")
     _timing_listing(evidence, plan, [{"label": "softmax", "base": "fused", "other": "without fusion",
-                                      "aa": "fused, compiled again (A/A)", "extra_bytes": None}])
+                                      "aa": "fused, compiled again (A/A)", "extra_bytes": None,
+                                      "factor": SOFTMAX_TIME_FACTOR, "aa_limit": SOFTMAX_AA_LIMIT}])
     caches = cpu_caches(run.cpu)
     if caches:
         evidence.table(f"data caches of CPU {run.cpu} (Linux sysfs)", caches)

@@ -257,15 +257,20 @@ def plan_listing(plan: TimingPlan) -> str:
     constants = "\n".join(f"{name} = {globals()[name]!r}" for name in (
         "SINGLE_THREAD_XLA_FLAGS", "STREAM", "DISPATCH", "STREAM_COLD", "COLD_INPUT_BYTES",
         "AA_INERT_OPTION"))
-    return ("from __future__ import annotations\n\n"
+    return ("# timed.py: run it as\n"
+            f"#   XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu PYTHONHASHSEED=0 "
+            "python timed.py > run.json\n"
+            "# (run_plan starts the worker so, in a fresh python); it prints _worker(plan) as JSON.\n"
+            "# plan.program, 'module:function', is imported by resolve_program when the worker starts,\n"
+            "# after _pin (jax must not be imported before the pin). Without this package, save the\n"
+            "# program's listing as program.py beside this file and replace resolve_program by\n"
+            "#   def resolve_program(ref):\n"
+            "#       import program\n"
+            "#       return getattr(program, ref.partition(':')[2])\n"
+            "from __future__ import annotations\n\n"
             "import importlib, json, os, random, resource, time, types\n\n"
             "# pytest_dumpref/timing.py's constants\n" + constants + "\n\n"
-            "# the plan this claim ran; run_plan starts the worker in a fresh python with "
-            f"XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)},\n"
-            "# JAX_PLATFORMS=cpu and PYTHONHASHSEED=0, and the worker prints _worker(plan) as JSON.\n"
-            "# A program 'module:function' is imported by resolve_program. Without this package, "
-            "define the program\n# (Study 2's is listed above) just below and make "
-            "resolve_program return it: def resolve_program(ref): return softmax\n"
+            "# the plan this claim ran\n"
             "plan = types.SimpleNamespace(\n" + fields + ")\n"
             "plan.program_of = lambda variant: plan.programs.get(variant, (plan.program, plan.args))\n\n"
             "class TimingError(RuntimeError):\n    pass\n\n\n"
@@ -291,7 +296,9 @@ def statistic_listing(comparisons: list) -> str:
 
     ``comparisons``: dicts with ``label``, ``base`` and ``other`` (variant names: measured
     extra time is other - base), ``aa`` (the A/A twin of base) and ``extra_bytes`` (the bytes
-    the prediction divides by the bandwidth; None: XLA's bytes accessed, other - base)."""
+    the prediction divides by the bandwidth; None: XLA's bytes accessed, other - base); with
+    ``factor`` and ``aa_limit``, the script also says whether the claim's condition holds
+    (1/factor <= measured/predicted <= factor, |A/A| <= aa_limit x predicted)."""
     import inspect
     rows = "".join(f"    {c!r},\n" for c in comparisons)
     return ("from __future__ import annotations\n\n"
@@ -315,7 +322,14 @@ def statistic_listing(comparisons: list) -> str:
             "    aa = r.difference(c['base'], c['aa'])\n"
             "    print(f\"{c['label']}: extra bytes {extra:,.0f}, predicted {predicted * 1e6:.1f} us, \"\n"
             "          f\"measured {measured * 1e6:.1f} us, measured/predicted {measured / predicted:.3f}, \"\n"
-            "          f\"A/A {aa * 1e6:.2f} us\")\n")
+            "          f\"A/A {aa * 1e6:.2f} us\")\n"
+            "    if 'factor' in c:   # the claim's own condition, with its constants\n"
+            "        f, bound = c['factor'], c['aa_limit'] * predicted\n"
+            "        holds = 1 / f <= measured / predicted <= f and abs(aa) <= bound\n"
+            "        print(f\"  1/{f:g} <= measured/predicted <= {f:g} and |A/A| <= {bound * 1e6:.1f} us \"\n"
+            "              f\"({c['aa_limit']:g} x predicted): {'holds' if holds else 'does not hold'}\")\n"
+            "for row in r.table():   # the per-call table\n"
+            "    print(row)\n")
 
 
 def cpu_caches(cpu: int) -> list:

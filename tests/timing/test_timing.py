@@ -4,6 +4,7 @@ The arithmetic is tested on synthetic samples (exact numbers); the subprocess is
 on a tiny plan, for what the method promises: the pin, the flags, interleaving, the A/A pair,
 XLA's byte counts, and clear errors.
 """
+import inspect
 import json
 import os
 import subprocess
@@ -136,14 +137,20 @@ def test_one_plan_times_several_programs_each_with_its_inputs():
 
 def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     # The write-up prints worker_listing(plan) as the timing loop as it ran: it must run as a
-    # script of its own, every name defined, the program imported from the reader's module.
-    (tmp_path / "readers_program.py").write_text(
+    # script of its own, every name defined, once the reader makes the one change its comment
+    # asks for (resolve_program replaced, the program saved as program.py).
+    (tmp_path / "program.py").write_text(
         "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.exp(x) / jnp.sum(jnp.exp(x))\n")
-    plan = TimingPlan(program="readers_program:f", args=(("float32", (16, 16)),),
+    plan = TimingPlan(program="a_module_the_reader_does_not_have:f", args=(("float32", (16, 16)),),
                       variants={"a": {}, "a (A/A)": {}, "b": {"xla_disable_hlo_passes": "fusion"}},
                       stream_shape=(512, 512), rounds=3, calls_per_round=2, warmup_calls=1)
     # (a 1 MiB stream: slower than dispatch even on a busy machine, so a bandwidth exists)
     script = timing.worker_listing(plan)
+    comment = script.split("replace resolve_program by\n")[1].split("\nfrom __future__")[0]
+    replacement = "\n".join(line[len("#   "):] for line in comment.splitlines())
+    listed = inspect.getsource(resolve_program)
+    assert listed in script
+    script = script.replace(listed, replacement + "\n")
     assert "import pytest_dumpref" not in script and "from pytest_dumpref" not in script
     (tmp_path / "timed.py").write_text(script)
     env = dict(os.environ, XLA_FLAGS="--xla_cpu_multi_thread_eigen=false", JAX_PLATFORMS="cpu")
@@ -156,7 +163,8 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     assert out["variants"]["a (A/A)"]["compiled_options"] == {timing.AA_INERT_OPTION: -2}
     # ... and the statistic's listing, fed that output, prints what TimingResult computes here
     (tmp_path / "statistic.py").write_text(timing.statistic_listing(
-        [{"label": "b", "base": "a", "other": "b", "aa": "a (A/A)", "extra_bytes": None}]))
+        [{"label": "b", "base": "a", "other": "b", "aa": "a (A/A)", "extra_bytes": None,
+          "factor": 3, "aa_limit": 0.25}]))
     stat = subprocess.run([sys.executable, "statistic.py"], cwd=tmp_path, input=proc.stdout,
                           capture_output=True, text=True, timeout=60)
     assert stat.returncode == 0, stat.stderr[-2000:]
@@ -166,6 +174,10 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     ratio = r.difference("a", "b") / r.predicted_seconds(extra)
     assert f"b: extra bytes {extra:,.0f}," in stat.stdout
     assert f"measured/predicted {ratio:.3f}," in stat.stdout
+    aa = r.difference("a", "a (A/A)")
+    holds = 1 / 3 <= ratio <= 3 and abs(aa) <= 0.25 * r.predicted_seconds(extra)
+    assert f"(0.25 x predicted): {'holds' if holds else 'does not hold'}" in stat.stdout
+    assert stat.stdout.count("'us/call'") == len(r.variants)
 
 
 def test_failure_in_subprocess_names_the_program():
