@@ -28,14 +28,18 @@ def _run(*args):
                           capture_output=True, text=True, timeout=300)
 
 
+def _dump(folder, flags: str, program: str):
+    """Run ``program`` in a fresh python with XLA_FLAGS dumping into ``folder`` (and ``flags``):
+    a folder a user makes, no pytest-dumpref in the process."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_dump_to={folder} {flags}")
+    subprocess.run([sys.executable, "-c", program], env=env, check=True, timeout=300)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def flags_dump(tmp_path_factory):
-    """The folder a user makes: XLA_FLAGS only, no pytest-dumpref in the process."""
-    d = tmp_path_factory.mktemp("xla-flags-fusion-dump")
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS=f"--xla_dump_to={d} --xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization")
-    subprocess.run([sys.executable, "-c", _PROGRAM], env=env, check=True, timeout=300)
-    return d
+    return _dump(tmp_path_factory.mktemp("xla-flags-fusion-dump"),
+                 "--xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization", _PROGRAM)
 
 
 def test_json_lists_every_logged_decision_with_the_models(flags_dump):
@@ -69,11 +73,8 @@ def test_text_names_one_module_and_counts(flags_dump):
 
 
 def test_folder_without_the_log_names_the_flag(tmp_path):
-    d = tmp_path / "no-log"
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_dump_to={d} --xla_dump_hlo_pass_re=.*")
-    subprocess.run([sys.executable, "-c", "import jax, jax.numpy as jnp; "
-                    "jax.jit(lambda x: jnp.exp(x) * 2)(jnp.ones((8, 8))).block_until_ready()"],
-                   env=env, check=True, timeout=300)
+    d = _dump(tmp_path / "no-log", "--xla_dump_hlo_pass_re=.*", "import jax, jax.numpy as jnp; "
+              "jax.jit(lambda x: jnp.exp(x) * 2)(jnp.ones((8, 8))).block_until_ready()")
     out = _run("fusion", d)
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -89,11 +90,8 @@ def test_not_a_dump_folder_is_one_line(tmp_path):
 
 
 def test_log_without_pass_snapshots_names_the_flag(tmp_path):
-    d = tmp_path / "log-only"
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_dump_to={d} --xla_dump_fusion_visualization")
-    subprocess.run([sys.executable, "-c", "import jax, jax.numpy as jnp; "
-                    "jax.jit(lambda x: jnp.exp(x) * 2 + 1)(jnp.ones((8, 8))).block_until_ready()"],
-                   env=env, check=True, timeout=300)
+    d = _dump(tmp_path / "log-only", "--xla_dump_fusion_visualization", "import jax, jax.numpy as jnp; "
+              "jax.jit(lambda x: jnp.exp(x) * 2 + 1)(jnp.ones((8, 8))).block_until_ready()")
     out = _run("fusion", d)
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
