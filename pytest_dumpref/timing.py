@@ -29,6 +29,7 @@ Nothing here imports pytest: ``claims/test_fusion.py`` and ``benchmarks/`` call 
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import random
@@ -169,12 +170,7 @@ class TimingResult:
     @property
     def bandwidth(self) -> float:
         """Bytes per second of the streaming kernel, dispatch cost removed (paired per round)."""
-        stream = self.variants[STREAM]
-        seconds = statistics.median(self.paired_differences(DISPATCH, STREAM))
-        if seconds <= 0:
-            raise TimingError(f"the streaming kernel ({stream.median * 1e6:.1f} us) was not slower than "
-                              f"the dispatch kernel ({self.dispatch_seconds * 1e6:.1f} us): no bandwidth to measure")
-        return (stream.bytes_accessed - self.variants[DISPATCH].bytes_accessed) / seconds
+        return self._bandwidth_of(STREAM, "streaming kernel")
 
     @property
     def cold_bandwidth(self) -> float:
@@ -182,12 +178,14 @@ class TimingResult:
         ``cold_stream``), dispatch cost removed (paired per round)."""
         if STREAM_COLD not in self.variants:
             raise TimingError("this run timed no cold stream (TimingPlan(cold_stream=True))")
-        seconds = statistics.median(self.paired_differences(DISPATCH, STREAM_COLD))
+        return self._bandwidth_of(STREAM_COLD, "cold streaming kernel")
+
+    def _bandwidth_of(self, stream: str, what: str) -> float:
+        seconds = statistics.median(self.paired_differences(DISPATCH, stream))
         if seconds <= 0:
-            raise TimingError(f"the cold streaming kernel ({self.variants[STREAM_COLD].median * 1e6:.1f} us) "
-                              f"was not slower than the dispatch kernel ({self.dispatch_seconds * 1e6:.1f} us): "
-                              "no bandwidth to measure")
-        return (self.variants[STREAM_COLD].bytes_accessed - self.variants[DISPATCH].bytes_accessed) / seconds
+            raise TimingError(f"the {what} ({self.variants[stream].median * 1e6:.1f} us) was not slower than "
+                              f"the dispatch kernel ({self.dispatch_seconds * 1e6:.1f} us): no bandwidth to measure")
+        return (self.variants[stream].bytes_accessed - self.variants[DISPATCH].bytes_accessed) / seconds
 
     def predicted_seconds(self, extra_bytes: float, *, cold: bool = False) -> float:
         """The time ``extra_bytes`` take at the bandwidth measured in this run."""
@@ -246,7 +244,6 @@ def plan_listing(plan: TimingPlan) -> str:
     numpy, with the values ``plan`` ran with: the imports, this module's constants, the plan
     as a plain namespace, and the helper that turns a program reference into a function.  A
     reader who pastes it above the worker's source has the timing loop as it ran."""
-    import inspect
 
     def value(v) -> str:   # a dict one entry a line: the variants of a plan can be many
         if isinstance(v, dict) and len(v) > 1:
@@ -283,7 +280,6 @@ def plan_listing(plan: TimingPlan) -> str:
 def worker_listing(plan: TimingPlan) -> str:
     """The timed subprocess as one script that runs with plain jax: ``plan_listing(plan)``,
     then the source of the worker and the functions it calls, then the line that runs it."""
-    import inspect
     return (plan_listing(plan) + "\n\n" + "\n\n".join(
                 inspect.getsource(f) for f in (_pin, fill, _stream, _worker))
             + "\n\nprint(json.dumps(_worker(plan)))\n")
@@ -299,7 +295,6 @@ def statistic_listing(comparisons: list) -> str:
     the prediction divides by the bandwidth; None: XLA's bytes accessed, other - base); with
     ``factor`` and ``aa_limit``, the script also says whether the claim's condition holds
     (1/factor <= measured/predicted <= factor, |A/A| <= aa_limit x predicted)."""
-    import inspect
     rows = "".join(f"    {c!r},\n" for c in comparisons)
     return ("from __future__ import annotations\n\n"
             "import json, statistics, sys\n"
