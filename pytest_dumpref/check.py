@@ -76,14 +76,43 @@ def _displayed_number(text: str) -> tuple[float, float] | None:
     return value, slack
 
 
+def _bound(written: float, slack: float, rel: float | None, abs_: float | None) -> float:
+    return slack + (rel or 0.0) * abs(written) + (abs_ or 0.0)
+
+
 def _within(written: float, slack: float, now: float, rel: float | None, abs_: float | None) -> bool:
-    bound = slack + (rel or 0.0) * abs(written) + (abs_ or 0.0)
-    return abs(now - written) <= bound * (1 + 1e-12)
+    return abs(now - written) <= _bound(written, slack, rel, abs_) * (1 + 1e-12)
 
 
-def compare_line(text: str, fresh: Line) -> tuple[str | None, list[tuple[str, str, str]]]:
+def _used(written: float, slack: float, now: float, rel: float | None, abs_: float | None) -> float:
+    bound = _bound(written, slack, rel, abs_)
+    return min(1.0, abs(now - written) / bound) if bound else 0.0
+
+
+@dataclass
+class Margin:
+    """How much of its tolerance a measured value that reproduced used."""
+    what: str
+    line: int          # 1-based line of the committed file (0 until placed)
+    shown: str         # the file's value
+    now: str           # this run's value
+    bound: str         # the tolerance, as the failure message would state it
+    used: float        # |now - written| / the bound (rounding slack included), 0..1
+
+    def __str__(self) -> str:
+        return (f"{self.what} (line {self.line}): {self.used:.0%} of {self.bound} "
+                f"(the file says {self.shown}, this run {self.now})")
+
+
+def _bound_text(slot) -> str:
+    return f"±{slot.abs:g}" if slot.abs is not None else f"±{slot.rel:.0%}"
+
+
+def compare_line(text: str, fresh: Line, margins: list | None = None
+                 ) -> tuple[str | None, list[tuple[str, str, str]]]:
     """(why ``text`` does not reproduce ``fresh``, or None; [(field, file, run)] accepted
-    differences of the machine or of RUN_TO_RUN)."""
+    differences of the machine or of RUN_TO_RUN).  Each measured value that reproduced
+    within its tolerance is appended to ``margins``, with how much of it the value used."""
     if text == fresh.text:
         return None, []
     if not fresh.slots:
@@ -105,9 +134,11 @@ def compare_line(text: str, fresh: Line) -> tuple[str | None, list[tuple[str, st
             return f"{slot.what} differs", []
         written, slack = parsed
         if not _within(written, slack, slot.value, slot.rel, slot.abs):
-            bound = f"±{slot.abs:g}" if slot.abs is not None else f"±{slot.rel:.0%}"
-            return f"{slot.what} does not reproduce within its tolerance ({bound})", []
+            return f"{slot.what} does not reproduce within its tolerance ({_bound_text(slot)})", []
         accepted.append((slot.what, shown, now))
+        if margins is not None:
+            margins.append(Margin(slot.what, 0, shown, now, _bound_text(slot),
+                                  _used(written, slack, slot.value, slot.rel, slot.abs)))
     return None, accepted
 
 
@@ -117,12 +148,19 @@ def compare_line(text: str, fresh: Line) -> tuple[str | None, list[tuple[str, st
 class Result:
     differences: list[Difference]
     accepted: list[tuple[str, str, str]]      # measured values within tolerance, machine, RUN_TO_RUN
+    margins: list[Margin]                     # measured values that changed, most of their tolerance used first
+
+    def closest(self, n: int = 5) -> list[Margin]:
+        """The ``n`` measured values that came nearest to failing: the ones to watch, or to
+        give a wider tolerance, before a noisier machine fails them."""
+        return sorted(self.margins, key=lambda m: -m.used)[:n]
 
 
 def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this run") -> Result:
     """Align the file's lines with the rendered ones and name every line that does not reproduce."""
     diffs: list[Difference] = []
     accepted: list = []
+    margins: list[Margin] = []
     sm = difflib.SequenceMatcher(None, file_lines, [ln.text for ln in fresh], autojunk=False)
     last_fresh: Line | None = None
     for op, i1, i2, j1, j2 in sm.get_opcodes():
@@ -131,10 +169,14 @@ def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this 
             continue
         pairs, extra, missing = _pair(file_lines, fresh, i1, i2, j1, j2)
         for i, j in pairs:
-            why, acc = compare_line(file_lines[i], fresh[j])
+            line_margins: list[Margin] = []
+            why, acc = compare_line(file_lines[i], fresh[j], line_margins)
             last_fresh = fresh[j]
             if why is None:
                 accepted += acc
+                for m in line_margins:
+                    m.line = i + 1
+                margins += line_margins
             else:
                 at = _first_difference(file_lines[i], fresh[j].text)
                 diffs.append(Difference(i + 1, fresh[j].claim, fresh[j].where,
@@ -151,7 +193,7 @@ def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this 
                                     fresh[j].where, f"the file lacks a line {source} produced here: "
                                     f"{_short(fresh[j].text)}"))
     diffs.sort(key=lambda d: d.line)
-    return Result(diffs, accepted)
+    return Result(diffs, accepted, margins)
 
 
 def _pair(file_lines, fresh, i1, i2, j1, j2):

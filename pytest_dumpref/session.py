@@ -16,6 +16,9 @@ from .provenance import environment, observed_chip
 
 PROVENANCE_KEYS = {"dtype", "shapes", "method", "chip"}
 CLAIM_SIGNATURE = "claim(text, *, title=None, section=None)"
+# A check names this many measured values that came nearest their tolerance, so that a value
+# drifting toward failure is seen while it still passes.
+CLOSEST_REPORTED = 5
 
 
 class MarkerError(ValueError):
@@ -338,6 +341,10 @@ class DumprefSession:
                 lines.append("dumpref: differences accepted as declared (measured values within their "
                              "tolerance, the machine, " + ", ".join(writeup.RUN_TO_RUN) + "): "
                              + ", ".join(accepted[:12]) + (" …" if len(accepted) > 12 else ""))
+            closest = [m for m in self.check_result.closest(CLOSEST_REPORTED) if m.used > 0]
+            if closest:
+                lines.append("dumpref: the measured values nearest their tolerance (share of it used):")
+                lines += [f"  {m}" for m in closest]
         problems = list(self.problems)
         if self.written is not None:
             problems += [

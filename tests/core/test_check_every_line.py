@@ -164,6 +164,26 @@ def test_a_measured_value_moves_within_its_tolerance_in_tables_too(rendered, mon
     assert "number 'time' does not reproduce within its tolerance (±25%)" in out
 
 
+def test_a_passing_check_names_the_values_nearest_their_tolerance(rendered, monkeypatch):
+    """2.0 -> 2.4: the number used 0.4 of its 0.5 (+ rounding slack), the unfused row 0.6 of its
+    0.9: each line says how much, where, and both values, the nearest first."""
+    monkeypatch.setenv("MEASURED", "2.4")
+    res = _check(rendered)
+    assert res.ret == 0, res.stdout.str()
+    lines = res.stdout.lines
+    head = lines.index("dumpref: the measured values nearest their tolerance (share of it used):")
+    named = [ln for ln in lines[head + 1:head + 6] if ln.startswith("  ")]
+    text = (rendered.path / "writeup.md").read_text().splitlines()
+    time_line = next(i for i, ln in enumerate(text, 1) if ln.startswith("| time |"))
+    assert named[0].startswith(f"  number 'time' (line {time_line}): 80% of ±25% (the file says 2 ms, "
+                               "this run 2.4 ms)"), named
+    shares = [int(re.search(r": (\d+)% of", ln).group(1)) for ln in named]
+    assert shares == sorted(shares, reverse=True) and len(named) >= 3, named   # number + two rows
+    monkeypatch.setenv("MEASURED", "2.0")
+    same = _check(rendered).stdout.str()
+    assert "nearest their tolerance" not in same      # nothing moved: nothing to name
+
+
 def test_an_edit_of_the_data_block_alone_fails(rendered):
     path = rendered.path / "writeup.md"
     text = path.read_text()
