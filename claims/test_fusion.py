@@ -444,25 +444,30 @@ AA_LIMIT = 0.10
 # For --dumpref-check, absolute times move with the machine's load: a busy neighbour slows
 # every kernel alike (observed minutes apart, with an earlier estimator: bandwidth 20 GB/s
 # quiet, 8.6 GB/s at load average 4.6, the ratio 0.97 and 0.88).  They are context, not
-# the claim, and carry 1.5 (a factor of 2.5 either way still reproduces; a unit slip does
-# not).  The ratio of measured to predicted moves less: SOFTMAX_RATIO_CHECK.
-ABSOLUTE_TIME_TOLERANCE = 1.5
+# the claim, and carry 3.0: up to 4 times the file's value reproduces, as does any lower
+# one; a unit slip upward does not.  The widest move seen, on the 8-element dispatch kernel
+# timed in only 3 rounds beside 64 MiB kernels: 16 us in a render, 40.2 us in a check
+# minutes later (2.5 times).  The ratio of measured to predicted moves less: SOFTMAX_RATIO_CHECK.
+ABSOLUTE_TIME_TOLERANCE = 3.0
 # The measured columns of a timing table (timing.TimingResult.table): times as above; the
-# interquartile range is the noise of that run (any percentage reproduces); page faults
-# per call are given per claim.
-TIMES_TABLE = {"us/call": ABSOLUTE_TIME_TOLERANCE, "IQR over rounds %": {"abs": 100}}
+# interquartile range is the noise of that run, not a claim, and moves the most: the 8-element
+# dispatch kernel (~17 us) showed 15.6 % in one run and 207.2 % in a fresh-clone check, so
+# any percentage within 1000 points of the file's reproduces (a unit slip, x100, does not);
+# page faults per call are given per claim.
+TIMES_TABLE = {"us/call": ABSOLUTE_TIME_TOLERANCE, "IQR over rounds %": {"abs": 1000}}
 # An A/A difference is noise around zero; the claims bound it against the prediction.  For
 # --dumpref-check it reproduces within this many microseconds (a constant: a bound computed
 # from the run would change the table's heading from run to run).
 AA_CHECK_US = 100
-AA_CHECK_US_ACROSS = 1000
-# Across programs, the unfused variants of the largest programs (mlp, gelu_grad,
-# layernorm_grad: 100-250 MB of extra traffic) run in one of two regimes from run to run on
-# this machine: mlp's extra time per call measured 3,561 us in one quiet render and 20,492 us
-# in a quiet fresh-clone check (17,218 in another), its measured/predicted 1.16 and 6.68.
-# The claim (every program slower, the ranks agree) held in both; for --dumpref-check the
-# per-program times and ratios reproduce within a factor of 10, which still fails a unit slip.
-ACROSS_TIME_CHECK = 9.0
+# Across programs the A/A copies of the compute-heavy programs (swiglu, conv_bias_relu: ~10 ms
+# a call) moved by up to 913 us between runs (swiglu: -405.1, then 508.6).
+AA_CHECK_US_ACROSS = 2000
+# Across programs, per-program extra times and ratios reproduce within ABSOLUTE_TIME_TOLERANCE.
+# (Before timing.ALLOCATOR_ENV they fell into one of two regimes from run to run, by whether
+# the unfused temporaries were faulted in afresh every call: mlp 3,561 us in one run and
+# 20,492 us in another.  Since, three runs gave per-program extra times within 0.49-1.45
+# of each other, conv_bias_relu the widest.)
+ACROSS_TIME_CHECK = ABSOLUTE_TIME_TOLERANCE
 
 
 def _timing_listing(evidence, plan, comparisons) -> None:

@@ -18,6 +18,16 @@ The method, in one place, because a timing claim is only as good as its method:
   same options returns the *same* executable; the copy is therefore compiled with one inert
   option added (``xla_dump_max_hlo_modules``, which matters only when dumping, and nothing is
   dumped), and the worker checks that it got a distinct executable with identical HLO.
+* **One malloc arena, its heap kept.**  XLA:CPU allocates each call's temporaries with
+  malloc from the thread that runs the executable, and glibc gives that thread an arena of
+  its own: a block that needs a new heap there is unmapped again when it is freed, so every
+  call faults its temporaries in afresh (gelu_grad without the fusion pass: 7,169 faults and
+  ~15 ms of its ~25 ms per call), or not, if the thread happened to share the main arena.
+  Which of the two a run got changed from run to run (mlp's extra time measured 3,561 us
+  in one run and 20,492 us in another).  The worker therefore runs with one arena, blocks
+  under 32 MiB from its heap and that heap never trimmed (:data:`ALLOCATOR_ENV`): each call
+  reuses the pages of the call before.  Blocks of 32 MiB and more are mapped per call, as
+  glibc always does for them, and the tables' faults per call column shows it.
 * **Bandwidth measured the same way.**  Two calibration kernels are timed in the same
   rounds: a streaming kernel (``y = 2 * x`` over an array the size the plan names: one
   read stream, one write stream) and a dispatch kernel (the same over 8 elements: the
@@ -43,6 +53,10 @@ from pathlib import Path
 from typing import Any
 
 SINGLE_THREAD_XLA_FLAGS = ["--xla_cpu_multi_thread_eigen=false"]
+# glibc's malloc, read when the process starts: one arena for every thread; blocks under
+# 32 MiB (its largest mmap threshold) from the heap; the heap never given back (see above).
+ALLOCATOR_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(32 * 2 ** 20),
+                 "MALLOC_TRIM_THRESHOLD_": str(2 ** 30)}
 
 # Names of the two calibration kernels, timed in the same rounds as the plan's variants.
 STREAM = "calibration: stream y=2x"
@@ -205,7 +219,8 @@ class TimingResult:
                 f"(order shuffled per round, seed {p.seed}) of {p.calls_per_round} separately timed calls "
                 f"per variant after {p.warmup_calls} warm-up calls; per round the fastest call, across "
                 f"rounds the median of paired differences; "
-                f"A/A control; bandwidth from a y=2x stream over f32{list(p.stream_shape)} "
+                f"A/A control; malloc with {', '.join(f'{k}={v}' for k, v in ALLOCATOR_ENV.items())}; "
+                f"bandwidth from a y=2x stream over f32{list(p.stream_shape)} "
                 f"less the dispatch cost of the same kernel over 8 elements")
 
 
@@ -219,6 +234,7 @@ def run_plan(plan: TimingPlan) -> TimingResult:
     env["XLA_FLAGS"] = " ".join(flags)
     env["JAX_PLATFORMS"] = "cpu"          # never a plugin device that happens to claim priority
     env["PYTHONHASHSEED"] = "0"
+    env.update(ALLOCATOR_ENV)
     try:
         proc = subprocess.run([sys.executable, "-m", "pytest_dumpref.timing"],
                               input=json.dumps(plan.to_json()), capture_output=True, text=True,
@@ -252,11 +268,11 @@ def plan_listing(plan: TimingPlan) -> str:
 
     fields = "".join(f"    {name}={value(v)},\n" for name, v in asdict(plan).items() if name != "timeout_s")
     constants = "\n".join(f"{name} = {globals()[name]!r}" for name in (
-        "SINGLE_THREAD_XLA_FLAGS", "STREAM", "DISPATCH", "STREAM_COLD", "COLD_INPUT_BYTES",
+        "SINGLE_THREAD_XLA_FLAGS", "ALLOCATOR_ENV", "STREAM", "DISPATCH", "STREAM_COLD", "COLD_INPUT_BYTES",
         "AA_INERT_OPTION"))
     return ("# timed.py: run it as\n"
-            f"#   XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu PYTHONHASHSEED=0 "
-            "python timed.py > run.json\n"
+            f"#   XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu PYTHONHASHSEED=0 \\\n"
+            f"#   {' '.join(f'{k}={v}' for k, v in ALLOCATOR_ENV.items())} python timed.py > run.json\n"
             "# (run_plan starts the worker so, in a fresh python); it prints _worker(plan) as JSON.\n"
             "# plan.program, 'module:function', is imported by resolve_program when the worker starts,\n"
             "# after _pin (jax must not be imported before the pin). Without this package, save the\n"
@@ -447,6 +463,11 @@ def fill(rng, dtype: str, shape: tuple):
 
 
 def _worker(plan: TimingPlan) -> dict:
+    # glibc reads these when the process starts: too late to set them here, so refuse
+    wrong = [f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) != v]
+    if wrong:
+        raise TimingError("start the timing process with " + " ".join(wrong) + " in its environment "
+                          "(one malloc arena, its heap kept: each call then reuses the pages of the last)")
     cpu = _pin(plan.cpu)                       # before jax exists: XLA sizes its pools from this
     import jax
     import numpy as np
