@@ -62,8 +62,10 @@ def git_state(root: Path, ignore: tuple[str, ...] = ()) -> dict:
 def _versions() -> dict:
     import jax
     import jaxlib
+    import numpy   # the claims' inputs are numpy arrays: its generators and printing are numpy's
 
-    return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", jaxlib.version.__version__)}
+    return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", jaxlib.version.__version__),
+            "numpy": numpy.__version__}
 
 
 def environment(root: Path, ignore: tuple[str, ...] = ()) -> dict:

@@ -49,7 +49,7 @@ RUN_TO_RUN = {
 }
 # Fields of the machine a run is made on.  A stranger re-proves on their own machine: a
 # difference is reported side by side, before any number, and is not a failure.
-MACHINE = ("chip", "platform", "os", "cpu_count", "python", "jax", "jaxlib")
+MACHINE = ("chip", "platform", "os", "cpu_count", "python", "jax", "jaxlib", "numpy")
 
 
 class WriteupError(ValueError):
@@ -614,7 +614,7 @@ def _environment(out: _Out, records, environment: dict, config: DumprefConfig, r
     out.blank()
     out.add("| environment | of the run that wrote this file |")
     out.add("|---|---|")
-    for k in ("chip", "platform", "jax", "jaxlib", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty"):
+    for k in ("chip", "platform", "jax", "jaxlib", "numpy", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty"):
         text = _md_cell(environment.get(k)) or "(not set)"  # an empty cell read as a rendering fault
         rule = "machine" if k in MACHINE else "varies" if k in RUN_TO_RUN else None
         out.add(f"| {k} | ", Var(text, rule, what=k) if rule else text, " |")
