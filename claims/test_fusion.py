@@ -430,7 +430,9 @@ TIME_TOLERANCE = 0.25
 # asserts only what held in every run on both chips: the prediction is right within a factor
 # of SOFTMAX_TIME_FACTOR (which still fails a spec-sheet DRAM bandwidth, ratio ~5, and a
 # prediction of no cost at all).  For --dumpref-check the ratio reproduces within
-# SOFTMAX_RATIO_CHECK (relative), the spread seen here.
+# SOFTMAX_RATIO_CHECK (relative), the spread seen here: 1.15 to 2.57 in earlier sessions,
+# 1.76-2.73 in six runs of this one (a render, a check, four runs of the listings by a
+# reader with only the write-up).
 SOFTMAX_TIME_FACTOR = 3.0
 # On this chip the predicted effect is only ~150 us and the A/A control moves by 5-16 us from
 # run to run (15.5 us once, against a 10 % bound of 15.2 us): the softmax claim bounds its A/A
@@ -471,11 +473,14 @@ ACROSS_TIME_CHECK = ABSOLUTE_TIME_TOLERANCE
 
 
 def _timing_listing(evidence, plan, comparisons) -> None:
-    """The timing method as it ran, as two scripts a reader runs with plain jax: the timed
-    subprocess (timing.worker_listing: the plan's values, then the source of
-    pytest_dumpref/timing.py's worker) and the statistic (timing.statistic_listing: the source
-    of its classes, fed the worker's JSON)."""
+    """The timing method as it ran, as three scripts a reader runs with plain jax: the
+    programs (timing.program_listing), the timed subprocess (timing.worker_listing: the plan's
+    values, then the source of pytest_dumpref/timing.py's worker) and the statistic
+    (timing.statistic_listing: the source of its classes, fed the worker's JSON)."""
     from pytest_dumpref import timing
+    evidence.excerpt("program.py, the timed programs as they ran (timing.program_listing: "
+                     "pytest_dumpref/examples.py's functions the plan times and what they use)",
+                     timing.program_listing(plan), lang="python")
     evidence.excerpt("timed.py, the timed subprocess as it ran (timing.worker_listing): how to run "
                      "it, the plan, pinning, inputs, both variants compiled in one process, the A/A "
                      "copy compiled afresh, the calibration kernels, the timed call, interleaved rounds",
@@ -548,14 +553,21 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                    tolerances={"A/A difference (us/call)": {"abs": AA_CHECK_US},
                                bound: ABSOLUTE_TIME_TOLERANCE})
     evidence.number("measured / predicted extra time", ratio, tolerance=SOFTMAX_RATIO_CHECK)
+    # Faults per call: 0, or a few when the heap's high-water mark rose once during the timed
+    # rounds (3.84 a call in one render, 0 in four runs of the listing); for --dumpref-check
+    # within 20 a call (one page in ten of a 1024x1024 f32 array).
     evidence.table("per-call times, pinned single thread", run.table(),
-                   tolerances=dict(TIMES_TABLE, **{"minor faults/call": {"abs": 1}}))
+                   tolerances=dict(TIMES_TABLE, **{"minor faults/call": {"abs": 20}}))
+    aim = abs(ratio - 1) <= TIME_TOLERANCE
     evidence.note("Method: " + run.method() + f". The claim holds when 1/{SOFTMAX_TIME_FACTOR:g} <= "
                   f"measured/predicted <= {SOFTMAX_TIME_FACTOR:g} and |A/A difference| <= {SOFTMAX_AA_LIMIT:g} x "
-                  f"predicted. The argument aimed for |measured/predicted - 1| <= {TIME_TOLERANCE:g}: that "
-                  "held on an Intel Xeon (0.94-0.97) and does not on this project's AMD EPYC machines "
-                  "(1.34-1.84 in three quiet runs), where the bandwidth of a cache-resident stream "
-                  "under-predicts the unfused program's extra time.")
+                  f"predicted; this is what each run asserts. The argument aimed for |measured/predicted - 1| "
+                  f"<= {TIME_TOLERANCE:g}; in this run that " + ("held." if aim else (
+                      "did not hold: the bandwidth of a cache-resident stream " +
+                      ("under-predicts" if ratio > 1 else "over-predicts") + " the unfused program's extra time "
+                      "on this chip.")) +
+                  " --dumpref-check asks less of the numbers above than the claim does: each within "
+                  "the tolerance beside it, the spread seen between runs on one machine.")
     _timing_listing(evidence, plan, [{"label": "softmax", "base": "fused", "other": "without fusion",
                                       "aa": "fused, compiled again (A/A)", "extra_bytes": None,
                                       "factor": SOFTMAX_TIME_FACTOR, "aa_limit": SOFTMAX_AA_LIMIT}])

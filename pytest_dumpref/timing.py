@@ -270,16 +270,19 @@ def plan_listing(plan: TimingPlan) -> str:
     constants = "\n".join(f"{name} = {globals()[name]!r}" for name in (
         "SINGLE_THREAD_XLA_FLAGS", "ALLOCATOR_ENV", "STREAM", "DISPATCH", "STREAM_COLD", "COLD_INPUT_BYTES",
         "AA_INERT_OPTION"))
-    return ("# timed.py: run it as\n"
+    import jax
+    return (f"# timed.py needs plain jax: pip install jax=={jax.__version__} jaxlib=={jax.__version__} numpy\n"
+            "# Run it as\n"
             f"#   XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu PYTHONHASHSEED=0 \\\n"
             f"#   {' '.join(f'{k}={v}' for k, v in ALLOCATOR_ENV.items())} python timed.py > run.json\n"
-            "# (run_plan starts the worker so, in a fresh python); it prints _worker(plan) as JSON.\n"
+            "# (pytest-dumpref's run_plan starts it so: a fresh python, the flags and the pin before\n"
+            "# jax starts); it prints _worker(plan) as JSON, for statistic.py.\n"
             "# The MALLOC_ variables give glibc's malloc one arena and keep its heap, so each call\n"
             "# reuses the pages of the last; without them XLA's execution thread may get an arena\n"
             "# of its own and fault its temporaries in afresh on every call, by chance of the run.\n"
             "# plan.program, 'module:function', is imported by resolve_program when the worker starts,\n"
-            "# after _pin (jax must not be imported before the pin). Without this package, save the\n"
-            "# program's listing as program.py beside this file and replace resolve_program by\n"
+            "# after _pin (jax must not be imported before the pin). Without pytest-dumpref, save the\n"
+            "# listing program.py shown with this one beside this file and replace resolve_program by\n"
             "#   def resolve_program(ref):\n"
             "#       import program\n"
             "#       return getattr(program, ref.partition(':')[2])\n"
@@ -294,6 +297,54 @@ def plan_listing(plan: TimingPlan) -> str:
             "# The tables' 'us/call' of a variant: the median of its samples (per round, its fastest\n"
             "# call); 'IQR over rounds %': 100 * (q[2] - q[0]) / that median, q = "
             "statistics.quantiles(samples, n=4).\n")
+
+
+def program_listing(plan: TimingPlan) -> str:
+    """program.py: the functions ``plan`` times, as they ran, with the module-level functions
+    and constants they use from their own module and that module's imports, so that
+    ``worker_listing``'s worker runs them without the package they live in."""
+    import ast
+
+    by_module: dict = {}
+    for variant in plan.variants:
+        module, _, name = plan.program_of(variant)[0].partition(":")
+        by_module.setdefault(module, [])
+        if name not in by_module[module]:
+            by_module[module].append(name)
+    if len(by_module) > 1:
+        raise TimingError(f"program_listing lists one module's programs; this plan times {sorted(by_module)}")
+    (module_name, names), = by_module.items()
+    module = importlib.import_module(module_name)
+    source = inspect.getsource(module)
+    tree = ast.parse(source)
+    defined = {}                                       # top-level name -> its statement
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    defined[target.id] = node
+    needed, todo = set(), list(names)
+    while todo:                                        # what the programs use, transitively
+        name = todo.pop()
+        if name in needed or name not in defined:
+            continue
+        needed.add(name)
+        todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
+    kept = [node for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and getattr(node, "module", None) != "__future__"]
+    kept += [node for node in tree.body if any(defined.get(n) is node for n in needed)]
+    lines = source.splitlines()
+
+    def text(node) -> str:                             # decorators and comments above it kept
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        return "\n".join(lines[start - 1:node.end_lineno])
+
+    imports = [text(n) for n in kept if isinstance(n, (ast.Import, ast.ImportFrom))]
+    body = [text(n) for n in kept if not isinstance(n, (ast.Import, ast.ImportFrom))]
+    return (f"# program.py: {', '.join(names)} from {module_name}, as they ran, with what they use from it\n"
+            + "\n".join(imports) + "\n\n\n" + "\n\n\n".join(body) + "\n")
 
 
 def worker_listing(plan: TimingPlan) -> str:
@@ -315,10 +366,12 @@ def statistic_listing(comparisons: list) -> str:
     ``factor`` and ``aa_limit``, the script also says whether the claim's condition holds
     (1/factor <= measured/predicted <= factor, |A/A| <= aa_limit x predicted)."""
     rows = "".join(f"    {c!r},\n" for c in comparisons)
-    return ("from __future__ import annotations\n\n"
+    return ("# statistic.py: run it as  python statistic.py < run.json  (plain Python, no jax needed)\n"
+            "from __future__ import annotations\n\n"
             "import json, statistics, sys\n"
             "from dataclasses import dataclass, field\n\n"
-            + "\n".join(f"{name} = {globals()[name]!r}" for name in ("STREAM", "DISPATCH", "STREAM_COLD"))
+            + "\n".join(f"{name} = {globals()[name]!r}" for name in ("STREAM", "DISPATCH", "STREAM_COLD",
+                                                                    "ALLOCATOR_ENV"))
             + "\n\n\nclass TimingError(RuntimeError):\n    pass\n\n\n"
             + inspect.getsource(VariantTiming) + "\n\n" + inspect.getsource(TimingResult)
             + "\n\n# the comparisons the claim states\nCOMPARISONS = [\n" + rows + "]\n\n"
@@ -549,9 +602,9 @@ def _worker(plan: TimingPlan) -> dict:
             times = run(name, plan.calls_per_round)
             faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
             # The round's sample is its fastest call, the one least disturbed by the
-            # neighbours.  Under load (load average 4.6 on 2 cores) the median call swung the
-            # fusion claim's measured/predicted ratio between 0.92 and 1.65 from run to run;
-            # the fastest call kept it within 0.95-0.97.
+            # neighbours.  Under load (load average 4.6 on 2 cores of the Intel Xeon this
+            # project first ran on) the median call swung the fusion claim's measured/predicted
+            # ratio between 0.92 and 1.65 from run to run; the fastest call kept it within 0.95-0.97.
             samples[name].append(min(times))
 
     calls = plan.rounds * plan.calls_per_round

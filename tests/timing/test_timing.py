@@ -157,14 +157,17 @@ def test_one_plan_times_several_programs_each_with_its_inputs():
 
 
 def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
-    # The write-up prints worker_listing(plan) as the timing loop as it ran: it must run as a
-    # script of its own, every name defined, once the reader makes the one change its comment
-    # asks for (resolve_program replaced, the program saved as program.py).
-    (tmp_path / "program.py").write_text(
-        "import jax.numpy as jnp\n\ndef f(x):\n    return jnp.exp(x) / jnp.sum(jnp.exp(x))\n")
-    plan = TimingPlan(program="a_module_the_reader_does_not_have:f", args=(("float32", (16, 16)),),
+    # The write-up prints program_listing(plan) and worker_listing(plan) as the timing loop
+    # as it ran: they must run as scripts of their own, every name defined, once the reader
+    # makes the one change the comment asks for (resolve_program replaced, the program saved
+    # as program.py), and with the installs and environment the comment names.  gelu_grad
+    # calls gelu: the listed program carries what it uses.
+    plan = TimingPlan(program="pytest_dumpref.examples:gelu_grad", args=(("float32", (16, 16)),),
                       variants={"a": {}, "a (A/A)": {}, "b": {"xla_disable_hlo_passes": "fusion"}},
                       stream_shape=(512, 512), rounds=3, calls_per_round=2, warmup_calls=1)
+    program = timing.program_listing(plan)
+    assert "def gelu(x):" in program and "def gelu_grad(x):" in program and "def softmax" not in program
+    (tmp_path / "program.py").write_text(program)
     # (a 1 MiB stream: slower than dispatch even on a busy machine, so a bandwidth exists)
     script = timing.worker_listing(plan)
     comment = script.split("replace resolve_program by\n")[1].split("\nfrom __future__")[0]
@@ -175,7 +178,10 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     assert "import pytest_dumpref" not in script and "from pytest_dumpref" not in script
     (tmp_path / "timed.py").write_text(script)
     # the environment exactly as the listing's first comment says to run it
-    run_line = script.split("# timed.py: run it as\n")[1].split("> run.json")[0]
+    import jax
+    assert script.startswith(f"# timed.py needs plain jax: pip install jax=={jax.__version__} "
+                             f"jaxlib=={jax.__version__} numpy\n")
+    run_line = script.split("# Run it as\n")[1].split("> run.json")[0]
     words = run_line.replace("\\\n", " ").replace("#", " ").split()
     assert words[-2:] == ["python", "timed.py"], words
     env = dict(os.environ, **dict(w.split("=", 1) for w in words[:-2]))
@@ -191,6 +197,7 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     (tmp_path / "statistic.py").write_text(timing.statistic_listing(
         [{"label": "b", "base": "a", "other": "b", "aa": "a (A/A)", "extra_bytes": None,
           "factor": 3, "aa_limit": 0.25}]))
+    assert "python statistic.py < run.json" in (tmp_path / "statistic.py").read_text().splitlines()[0]
     stat = subprocess.run([sys.executable, "statistic.py"], cwd=tmp_path, input=proc.stdout,
                           capture_output=True, text=True, timeout=60)
     assert stat.returncode == 0, stat.stderr[-2000:]
@@ -204,6 +211,29 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     holds = 1 / 3 <= ratio <= 3 and abs(aa) <= 0.25 * r.predicted_seconds(extra)
     assert f"(0.25 x predicted): {'holds' if holds else 'does not hold'}" in stat.stdout
     assert stat.stdout.count("'us/call'") == len(r.variants)
+
+
+def test_program_listing_runs_the_programs_as_the_package_does(tmp_path):
+    import jax
+    import numpy as np
+    from pytest_dumpref import examples
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(), stream_shape=(8, 8),
+                      variants={"ln": {}, "lng": {}},
+                      programs={"ln": ("pytest_dumpref.examples:residual_layernorm", ()),
+                                "lng": ("pytest_dumpref.examples:layernorm_grad", ())})
+    namespace: dict = {}
+    exec(compile(timing.program_listing(plan), "program.py", "exec"), namespace)
+    assert "softmax" not in namespace             # the plan's programs, not the default one
+    x = np.random.default_rng(0).standard_normal((4, 8)).astype(np.float32)
+    g, b = np.ones(8, np.float32), np.zeros(8, np.float32)
+    for name, args in (("residual_layernorm", (x, x, g, g, b)), ("layernorm_grad", (x, g, b))):
+        want = jax.tree.leaves(getattr(examples, name)(*args))
+        got = jax.tree.leaves(namespace[name](*args))
+        assert all(np.array_equal(w, v) for w, v in zip(want, got)), name
+    other = TimingPlan(program="pytest_dumpref.examples:softmax", args=(), stream_shape=(8, 8),
+                       variants={"a": {}, "b": {}}, programs={"b": ("json:dumps", ())})
+    with pytest.raises(TimingError, match="one module's programs"):
+        timing.program_listing(other)
 
 
 def test_failure_in_subprocess_names_the_program():
