@@ -86,6 +86,10 @@ static Err DeviceDescription_DebugString(PJRT_DeviceDescription_DebugString_Args
 static Err DeviceDescription_ToString(PJRT_DeviceDescription_ToString_Args* a) { STR(to_string, "MinimalDevice(id=0)"); return OK; }
 static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "hbm"); return OK; }
 static Err Memory_AddressableByDevices(PJRT_Memory_AddressableByDevices_Args* a) { a->devices = devices; a->num_devices = 1; return OK; }
+/* Not needed by the levels, but a reader's first print(d.default_memory()) asks for them, and
+ * jaxlib aborts the whole process when either answers with an error (LogFatalIfPjrtError). */
+static Err Memory_DebugString(PJRT_Memory_DebugString_Args* a) { STR(debug_string, "dumpref:0 memory hbm"); return OK; }
+static Err Memory_ToString(PJRT_Memory_ToString_Args* a) { STR(to_string, "MinimalMemory(id=0, kind=hbm)"); return OK; }
 
 /* ---- level 2: buffers, the two host transfers, events ------------------------------------- */
 static size_t element_size(PJRT_Buffer_Type t) {
@@ -164,6 +168,7 @@ static PJRT_Api api = {
     SLOT(DeviceDescription_Attributes), SLOT(DeviceDescription_Kind),
     SLOT(DeviceDescription_DebugString), SLOT(DeviceDescription_ToString),
     SLOT(Memory_Kind), SLOT(Memory_AddressableByDevices),
+    SLOT(Memory_DebugString), SLOT(Memory_ToString),
     SLOT(Client_BufferFromHostBuffer), SLOT(Buffer_ToHostBuffer), SLOT(Buffer_Delete),
     SLOT(Buffer_Destroy), SLOT(Buffer_IsDeleted), SLOT(Buffer_IsOnCpu), SLOT(Buffer_ElementType),
     SLOT(Buffer_Dimensions), SLOT(Buffer_Device), SLOT(Buffer_Memory),

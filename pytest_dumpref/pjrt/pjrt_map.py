@@ -299,6 +299,8 @@ JAX_VIEW = (
     ("PJRT_DeviceDescription_DebugString", "debug_string", "str(d)"),
     ("PJRT_DeviceDescription_ToString", "to_string", "repr(d)"),
     ("PJRT_Memory_Kind", "kind", "d.default_memory().kind"),
+    ("PJRT_Memory_DebugString", "debug_string", "str(d.default_memory())"),
+    ("PJRT_Memory_ToString", "to_string", "repr(d.default_memory())"),
     ("PJRT_Client_Devices", "num_devices", "len(jax.devices('dumpref'))"),
 )
 
