@@ -514,9 +514,17 @@ static void lower_op(lowering* L, prog_insn* in) {
       vh_lower_householder(L, in, target[0] == 'Q');
       return;
     }
+    /* jax's lax.dce_sink (checkify uses it): a value marked used, against XLA's dead-code
+     * elimination.  It has no result, and an instruction no one reads is never run. */
+    if (strcmp(target, "dce_sink") == 0) {
+      check(v, op->num_results == 0, "dce_sink gives no result");
+      in->shape = (prog_shape){.dtype = PROG_TOKEN, .rank = 0};
+      in->op = OP_IDENTITY;
+      return;
+    }
     UNSUPPORTED(v, "unsupported custom call '%s' (%s): the dumpref interpreter runs StableHLO "
-                "ops only (and the custom calls Qr, ProductOfElementaryHouseholderReflectors)",
-                target, v->op);
+                "ops only (and the custom calls Qr, ProductOfElementaryHouseholderReflectors, "
+                "dce_sink)", target, v->op);
   }
   static const char* multi[] = {"call_v1", "reduce_v1", "while_v1", "case_v1", "if_v1",
                                 "sort_v1", "optimization_barrier_v1", "composite_v1",

@@ -211,6 +211,10 @@ def more_cases():
             lax.linalg.triangular_solve(d, d[:, :2], left_side=True, lower=True)),
             (f32(2, 4, 4) + 4 * np.eye(4, dtype=np.float32), f32(2, 4, 3, seed=1), f32(2, 3, 4, seed=2),
              (f32(4, 4, seed=3) + 4 * np.eye(4, dtype=np.float32)).astype(np.float64))),
+        # lax.dce_sink (the custom call checkify uses): the value it keeps is computed, and
+        # nothing comes of it
+        "dce_sink": (lambda x: (lax.dce_sink(jnp.sin(x) * 2, prevent_mlir_dce=True), x + 1)[1:],
+                     (f32(3, 4),)),
         # XLA:CPU's bits exactly: DEFAULT (Philox there), PHILOX and THREE_FRY, every unsigned
         # width, 0-d, odd, even-dimensioned and empty shapes (ThreeFry halves one dimension)
         "rng_bit_generator": (lambda k: tuple(
