@@ -431,15 +431,16 @@ TIME_TOLERANCE = 0.25
 # of SOFTMAX_TIME_FACTOR (which still fails a spec-sheet DRAM bandwidth, ratio ~5, and a
 # prediction of no cost at all).  For --dumpref-check the ratio reproduces within
 # SOFTMAX_RATIO_CHECK (relative), the spread seen here: 1.15 to 2.57 in earlier sessions,
-# 1.76-2.73 in six runs of this one (a render, a check, four runs of the listings by a
-# reader with only the write-up).
+# 1.42-2.73 in seven runs of this one (renders, checks, a fresh-clone CI, four runs of the
+# listings by a reader with only the write-up).  The lowest against the highest is a factor
+# of 2.4, so a file rendered at the low end must accept three times its ratio: 2.0.
 SOFTMAX_TIME_FACTOR = 3.0
 # On this chip the predicted effect is only ~150 us and the A/A control moves by 5-16 us from
 # run to run (15.5 us once, against a 10 % bound of 15.2 us): the softmax claim bounds its A/A
 # difference at a quarter of the prediction, small enough that noise cannot carry a ratio
 # across the factor of SOFTMAX_TIME_FACTOR it asserts.
 SOFTMAX_AA_LIMIT = 0.25
-SOFTMAX_RATIO_CHECK = 1.0
+SOFTMAX_RATIO_CHECK = 2.0
 # The A/A control (the fused program compiled twice, timed in the same rounds) must differ
 # by less than this fraction of the predicted effect, or the run was too noisy to judge.
 AA_LIMIT = 0.10
@@ -917,8 +918,10 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                                              "aa_us": {"abs": AA_CHECK_US_ACROSS},
                                              "measured / predicted": ACROSS_TIME_CHECK,
                                              "predicted at the cold-stream bandwidth (us)": ABSOLUTE_TIME_TOLERANCE})
-    evidence.number("median |measured/predicted - 1| over programs", float(np.median(errors)), tolerance=1.0)
-    evidence.number("worst |measured/predicted - 1| over programs", errors[-1], tolerance=1.0)
+    # the median error measured 0.36-0.56 in five runs, the worst (rope) 3.95-4.47: a file at
+    # the low end must accept twice as much and more
+    evidence.number("median |measured/predicted - 1| over programs", float(np.median(errors)), tolerance=2.0)
+    evidence.number("worst |measured/predicted - 1| over programs", errors[-1], tolerance=2.0)
     rank_correlation = _spearman([p["predicted_us"] for p in points], [p["measured_us"] for p in points])
     aa_share = float(np.median([abs(p["aa_us"]) / p["measured_us"] for p in points]))
     evidence.number("Spearman rank correlation, predicted against measured extra time", rank_correlation,
