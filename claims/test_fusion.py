@@ -473,7 +473,7 @@ AA_CHECK_US_ACROSS = 2000
 ACROSS_TIME_CHECK = ABSOLUTE_TIME_TOLERANCE
 
 
-def _timing_listing(evidence, plan, comparisons) -> None:
+def _timing_listing(evidence, plan, comparisons, across=None) -> None:
     """The timing method as it ran, as three scripts a reader runs with plain jax: the
     programs (timing.program_listing), the timed subprocess (timing.worker_listing: the plan's
     values, then the source of pytest_dumpref/timing.py's worker) and the statistic
@@ -489,7 +489,7 @@ def _timing_listing(evidence, plan, comparisons) -> None:
     evidence.excerpt("statistic.py, the statistic and the prediction as they ran (timing."
                      "statistic_listing, pytest_dumpref/timing.py's classes): fed timed.py's output "
                      "on stdin, it prints the numbers this claim states",
-                     timing.statistic_listing(comparisons), lang="python")
+                     timing.statistic_listing(comparisons, across), lang="python")
     evidence.note(
         "In words: each variant is compiled in the timing subprocess by jax.jit(fn).lower(*args)"
         ".compile(compiler_options=...), the unfused one with xla_disable_hlo_passes=fusion; an A/A copy "
@@ -870,7 +870,8 @@ def test_policy_predicts_every_program(dump, unfused, evidence):
     f"Across the {len(SUITE)} programs, undoing the fusion pass slows every one, and the extra "
     "bytes the model predicts rank the programs by how much (Spearman rank correlation at least "
     f"{RANK_CORRELATION:g}); as a time prediction at the bandwidth measured in the same run the "
-    "bytes fall short of the goal (median error 10 %, worst 25 %): both errors are stated.",
+    "bytes fall short of the goal of a median error of at most 10 % and a worst of at most 25 %: "
+    "both errors are stated in the numbers below.",
     section="fusion",
     title="The time of undoing the pass, across programs")
 @pytest.mark.provenance(dtype="f32", shapes={"most arrays": M},
@@ -879,7 +880,7 @@ def test_policy_predicts_every_program(dump, unfused, evidence):
                         "unfused variants in the same interleaved rounds, bandwidth of a y=2x stream; "
                         "predicted bytes from fusion_policy on the snapshot before the pass")
 def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
-    from pytest_dumpref.timing import plot_across_programs
+    from pytest_dumpref.timing import plot_across_programs, spearman
 
     predicted_bytes = {}
     for name, spec in SUITE.items():
@@ -895,17 +896,18 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                       programs=programs, stream_shape=X_SHAPE, cold_stream=True, rounds=20,
                       calls_per_round=10, warmup_calls=5, timeout_s=900)
     run = run_plan(plan)
-    points = []
+    points, exact = [], []      # exact: (predicted, measured, A/A) seconds, the statistics' inputs
     for name in SUITE:
         predicted = run.predicted_seconds(predicted_bytes[name])
         measured = run.difference(f"{name}: fused", f"{name}: unfused")
         aa = run.difference(f"{name}: fused", f"{name}: A/A")
+        exact.append((predicted, measured, aa))
         points.append({"name": name, "extra bytes (model)": predicted_bytes[name],
                        "predicted_us": round(predicted * 1e6, 1), "measured_us": round(measured * 1e6, 1),
                        "aa_us": round(aa * 1e6, 1), "measured / predicted": round(measured / predicted, 3),
                        "predicted at the cold-stream bandwidth (us)": round(
                            run.predicted_seconds(predicted_bytes[name], cold=True) * 1e6, 1)})
-    errors = sorted(abs(p["measured / predicted"] - 1) for p in points)
+    errors = sorted(abs(m / p - 1) for p, m, _ in exact)
     evidence.number("measured bandwidth (stream kernel, pinned single thread)", run.bandwidth / 1e9,
                     unit="GB/s", tolerance=ABSOLUTE_TIME_TOLERANCE)
     evidence.number("measured bandwidth, stream inputs not in cache", run.cold_bandwidth / 1e9,
@@ -922,23 +924,28 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     # the low end must accept twice as much and more
     evidence.number("median |measured/predicted - 1| over programs", float(np.median(errors)), tolerance=2.0)
     evidence.number("worst |measured/predicted - 1| over programs", errors[-1], tolerance=2.0)
-    rank_correlation = _spearman([p["predicted_us"] for p in points], [p["measured_us"] for p in points])
-    aa_share = float(np.median([abs(p["aa_us"]) / p["measured_us"] for p in points]))
+    # from the exact times, as statistic.py computes them (the table's are rounded: swiglu's and
+    # sgd_momentum's predictions, 8 bytes apart, show alike and would tie in rank)
+    rank_correlation = spearman([p for p, _, _ in exact], [m for _, m, _ in exact])
+    aa_share = float(np.median([abs(a) / m for _, m, a in exact]))
     evidence.number("Spearman rank correlation, predicted against measured extra time", rank_correlation,
                     tolerance=0.3)
     evidence.number("median over programs of |A/A difference| / measured extra time", aa_share,
                     tolerance=3.0)   # noise around a few per cent: any such share reproduces
     evidence.note("Method: " + run.method() + "; every program's three variants in the same rounds. "
                   "The claim holds when every program's measured extra time is above zero, the Spearman "
-                  "rank correlation of predicted and measured extra time (ranks of the two columns, "
-                  f"Pearson correlation of the ranks) is at least {RANK_CORRELATION:g}, and the median "
-                  f"A/A difference is at most {AA_LIMIT:.0%} of the measured extra time. The issue's goal "
+                  "rank correlation of predicted and measured extra time (the Pearson correlation of "
+                  "their ranks, from the unrounded times) is at least "
+                  f"{RANK_CORRELATION:g}, and the median over programs of |A/A difference| / measured "
+                  f"extra time is at most {AA_LIMIT:.0%}; statistic.py prints each of these and whether "
+                  "the condition holds. The issue's goal "
                   "(median error at most 10 %, worst at most 25 %) is stated against the two errors "
                   "above, not asserted; the column 'predicted at the cold-stream bandwidth' shows the "
                   "same bytes at the bandwidth of a stream whose inputs are not in cache.")
     _timing_listing(evidence, plan, [
         {"label": name, "base": f"{name}: fused", "other": f"{name}: unfused", "aa": f"{name}: A/A",
-         "extra_bytes": predicted_bytes[name]} for name in SUITE])
+         "extra_bytes": predicted_bytes[name]} for name in SUITE],
+        across={"rank_correlation": RANK_CORRELATION, "aa_limit": AA_LIMIT})
     slower = [p["name"] for p in points if p["measured_us"] <= 0]
     assert not slower, f"undoing the fusion pass did not slow {slower}"
     assert aa_share <= AA_LIMIT, (
@@ -947,8 +954,3 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
         f"the predicted bytes rank the programs' slowdowns with a Spearman correlation of only "
         f"{rank_correlation:.2f}")
 
-
-def _spearman(a, b) -> float:
-    """Spearman's rank correlation (no ties expected among measured times)."""
-    ranks = lambda x: np.argsort(np.argsort(np.asarray(x)))
-    return float(np.corrcoef(ranks(a), ranks(b))[0, 1])

@@ -355,7 +355,18 @@ def worker_listing(plan: TimingPlan) -> str:
             + "\n\nprint(json.dumps(_worker(plan)))\n")
 
 
-def statistic_listing(comparisons: list) -> str:
+def spearman(a: list, b: list) -> float:
+    """Spearman's rank correlation of ``a`` and ``b``: the Pearson correlation of their ranks
+    (0 for the smallest; exact values, so that ties, if any, rank in order of appearance)."""
+    def ranks(x: list) -> list:
+        r = [0] * len(x)
+        for rank, i in enumerate(sorted(range(len(x)), key=lambda i: x[i])):
+            r[i] = rank
+        return r
+    return statistics.correlation(ranks(a), ranks(b))
+
+
+def statistic_listing(comparisons: list, across: dict | None = None) -> str:
     """The statistic and the prediction as one script for plain Python: it reads the JSON the
     worker printed (``worker_listing``) on stdin and prints, per comparison, the numbers a
     claim states, computed by this module's own classes (their source, as it ran).
@@ -364,8 +375,31 @@ def statistic_listing(comparisons: list) -> str:
     extra time is other - base), ``aa`` (the A/A twin of base) and ``extra_bytes`` (the bytes
     the prediction divides by the bandwidth; None: XLA's bytes accessed, other - base); with
     ``factor`` and ``aa_limit``, the script also says whether the claim's condition holds
-    (1/factor <= measured/predicted <= factor, |A/A| <= aa_limit x predicted)."""
+    (1/factor <= measured/predicted <= factor, |A/A| <= aa_limit x predicted).
+
+    ``across`` (``rank_correlation``, ``aa_limit``): the comparisons are programs, and the
+    script also prints the numbers a claim across them states, by :func:`spearman` and the
+    medians, and whether its condition holds (every measured extra time above zero, the rank
+    correlation of predicted and measured at least rank_correlation, the median |A/A| /
+    measured at most aa_limit)."""
     rows = "".join(f"    {c!r},\n" for c in comparisons)
+    summary = "" if across is None else (
+        "\n# across the programs: the claim's summary numbers and its condition\n"
+        f"ACROSS = {across!r}\n"
+        "pred = [r.predicted_seconds(c['extra_bytes']) for c in COMPARISONS]\n"
+        "meas = [r.difference(c['base'], c['other']) for c in COMPARISONS]\n"
+        "aa = [r.difference(c['base'], c['aa']) for c in COMPARISONS]\n"
+        "errors = sorted(abs(m / p - 1) for m, p in zip(meas, pred))\n"
+        "rho = spearman(pred, meas)\n"
+        "aa_share = statistics.median(abs(x) / m for x, m in zip(aa, meas))\n"
+        "if STREAM_COLD in r.variants:\n"
+        "    print(f'cold-stream bandwidth {r.cold_bandwidth / 1e9:.2f} GB/s')\n"
+        "print(f'median |measured/predicted - 1| {statistics.median(errors):.4g}, worst {errors[-1]:.4g}')\n"
+        "print(f'Spearman rank correlation, predicted against measured {rho:.4f}')\n"
+        "print(f'median |A/A| / measured {aa_share:.4g}')\n"
+        "holds = min(meas) > 0 and rho >= ACROSS['rank_correlation'] and aa_share <= ACROSS['aa_limit']\n"
+        "print(f\"every extra time > 0, rank correlation >= {ACROSS['rank_correlation']:g}, median |A/A| / \"\n"
+        "      f\"measured <= {ACROSS['aa_limit']:g}: {'holds' if holds else 'does not hold'}\")\n")
     return ("# statistic.py: run it as  python statistic.py < run.json  (plain Python, no jax needed)\n"
             "from __future__ import annotations\n\n"
             "import json, statistics, sys\n"
@@ -374,6 +408,7 @@ def statistic_listing(comparisons: list) -> str:
                                                                     "ALLOCATOR_ENV"))
             + "\n\n\nclass TimingError(RuntimeError):\n    pass\n\n\n"
             + inspect.getsource(VariantTiming) + "\n\n" + inspect.getsource(TimingResult)
+            + ("\n\n" + inspect.getsource(spearman) if across is not None else "")
             + "\n\n# the comparisons the claim states\nCOMPARISONS = [\n" + rows + "]\n\n"
             "out = json.loads(sys.stdin.read().strip().splitlines()[-1])\n"
             "r = TimingResult(plan=None, variants={n: VariantTiming(**v) for n, v in out['variants'].items()},\n"
@@ -396,7 +431,7 @@ def statistic_listing(comparisons: list) -> str:
             "        print(f\"  1/{f:g} <= measured/predicted <= {f:g} and |A/A| <= {bound * 1e6:.1f} us \"\n"
             "              f\"({c['aa_limit']:g} x predicted): {'holds' if holds else 'does not hold'}\")\n"
             "for row in r.table():   # the per-call table\n"
-            "    print(row)\n")
+            "    print(row)\n" + summary)
 
 
 def cpu_caches(cpu: int) -> list:

@@ -7,6 +7,7 @@ XLA's byte counts, and clear errors.
 import inspect
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -51,6 +52,12 @@ def test_cold_bandwidth_refuses_a_cold_stream_no_slower_than_dispatch():
                 {timing.STREAM_COLD: 1000.0, DISPATCH: 64.0})
     with pytest.raises(TimingError, match="cold streaming kernel .* not slower than the dispatch kernel"):
         r.cold_bandwidth
+
+
+def test_spearman_is_the_correlation_of_ranks():
+    assert timing.spearman([1.0, 2.0, 3.0], [10.0, 30.0, 20.0]) == pytest.approx(0.5)
+    assert timing.spearman([3.0, 1.0, 2.0], [0.3, 0.1, 0.2]) == pytest.approx(1.0)
+    assert timing.spearman([1.0, 2.0, 3.0, 4.0], [4.0, 3.0, 2.0, 1.0]) == pytest.approx(-1.0)
 
 
 def test_plan_round_trips_through_json():
@@ -211,6 +218,21 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     holds = 1 / 3 <= ratio <= 3 and abs(aa) <= 0.25 * r.predicted_seconds(extra)
     assert f"(0.25 x predicted): {'holds' if holds else 'does not hold'}" in stat.stdout
     assert stat.stdout.count("'us/call'") == len(r.variants)
+    # ... and, for a claim across programs, its summary numbers and condition as the claim computes them
+    across = [{"label": "b", "base": "a", "other": "b", "aa": "a (A/A)", "extra_bytes": extra},
+              {"label": "b again", "base": "a (A/A)", "other": "b", "aa": "a", "extra_bytes": 2 * extra}]
+    (tmp_path / "across.py").write_text(timing.statistic_listing(
+        across, {"rank_correlation": 0.6, "aa_limit": 0.1}))
+    summary = subprocess.run([sys.executable, "across.py"], cwd=tmp_path, input=proc.stdout,
+                             capture_output=True, text=True, timeout=60)
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    pred = [r.predicted_seconds(c["extra_bytes"]) for c in across]
+    meas = [r.difference(c["base"], c["other"]) for c in across]
+    rho = timing.spearman(pred, meas)
+    assert f"Spearman rank correlation, predicted against measured {rho:.4f}\n" in summary.stdout
+    aa_share = statistics.median(abs(r.difference(c["base"], c["aa"])) / m for c, m in zip(across, meas))
+    holds = min(meas) > 0 and rho >= 0.6 and aa_share <= 0.1
+    assert summary.stdout.rstrip().endswith(f"<= 0.1: {'holds' if holds else 'does not hold'}")
 
 
 def test_program_listing_runs_the_programs_as_the_package_does(tmp_path):
