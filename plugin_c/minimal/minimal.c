@@ -86,8 +86,8 @@ static Err DeviceDescription_DebugString(PJRT_DeviceDescription_DebugString_Args
 static Err DeviceDescription_ToString(PJRT_DeviceDescription_ToString_Args* a) { STR(to_string, "MinimalDevice(id=0)"); return OK; }
 static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "hbm"); return OK; }
 static Err Memory_AddressableByDevices(PJRT_Memory_AddressableByDevices_Args* a) { a->devices = devices; a->num_devices = 1; return OK; }
-/* Not needed by the levels, but a reader's first print(d.default_memory()) asks for them, and
- * jaxlib aborts the whole process when either answers with an error (LogFatalIfPjrtError). */
+/* Printing a memory asks for these; jaxlib aborts the whole process when either answers with
+ * an error (LogFatalIfPjrtError), so they are needed as soon as a reader prints one. */
 static Err Memory_DebugString(PJRT_Memory_DebugString_Args* a) { STR(debug_string, "dumpref:0 memory hbm"); return OK; }
 static Err Memory_ToString(PJRT_Memory_ToString_Args* a) { STR(to_string, "MinimalMemory(id=0, kind=hbm)"); return OK; }
 
@@ -147,8 +147,13 @@ static Err Buffer_ElementType(PJRT_Buffer_ElementType_Args* a) { a->type = a->bu
 static Err Buffer_Dimensions(PJRT_Buffer_Dimensions_Args* a) { a->dims = a->buffer->dims; a->num_dims = a->buffer->num_dims; return OK; }
 static Err Buffer_Device(PJRT_Buffer_Device_Args* a) { a->device = &device; return OK; }
 static Err Buffer_Memory(PJRT_Buffer_Memory_Args* a) { a->memory = &memory; return OK; }
-/* The event is ready when jax gets it: call back at once (jax calls only OnReady and Destroy). */
+/* block_until_ready and is_ready: the buffer's event, then whether it is ready and its error
+ * (none).  jaxlib aborts the process when Buffer_ReadyEvent fails. */
+static Err Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args* a) { a->event = &ready; return OK; }
+/* The event is ready when jax gets it: call back at once, say so, and report no error. */
 static Err Event_OnReady(PJRT_Event_OnReady_Args* a) { a->callback(OK, a->user_arg); return OK; }
+static Err Event_IsReady(PJRT_Event_IsReady_Args* a) { a->is_ready = true; return OK; }
+static Err Event_Error(PJRT_Event_Error_Args* a) { (void)a; return OK; }
 static Err Event_Destroy(PJRT_Event_Destroy_Args* a) { (void)a; return OK; }
 
 /* ---- the table ---------------------------------------------------------------------------- */
@@ -171,8 +176,8 @@ static PJRT_Api api = {
     SLOT(Memory_DebugString), SLOT(Memory_ToString),
     SLOT(Client_BufferFromHostBuffer), SLOT(Buffer_ToHostBuffer), SLOT(Buffer_Delete),
     SLOT(Buffer_Destroy), SLOT(Buffer_IsDeleted), SLOT(Buffer_IsOnCpu), SLOT(Buffer_ElementType),
-    SLOT(Buffer_Dimensions), SLOT(Buffer_Device), SLOT(Buffer_Memory),
-    SLOT(Event_OnReady), SLOT(Event_Destroy),
+    SLOT(Buffer_Dimensions), SLOT(Buffer_Device), SLOT(Buffer_Memory), SLOT(Buffer_ReadyEvent),
+    SLOT(Event_OnReady), SLOT(Event_IsReady), SLOT(Event_Error), SLOT(Event_Destroy),
 };
 
 /* Every slot not filled above: jax calls some of them (the map's "called, not needed") and

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .build import MINIMAL_SOURCE, build_plugin, plugin_source_dir
-from .pjrt_map import LEVELS, OK_MARK, level_checks_passed, level_passed
+from .pjrt_map import LEVELS, level_checks_passed, level_passed
 
 
 def source_path() -> Path:
@@ -81,7 +81,6 @@ class Edit:
     find: str      # the line of minimal.c as it stands
     replace: str   # the line as edited
     level: int     # the level snippet run against the edited copy
-    then: str = ""  # a line run after the level's checks, before it prints its mark
 
 
 EDITS = (
@@ -126,32 +125,11 @@ EDITS = (
          '''static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "any name at all"); return OK; }''',
          2),
     Edit("Memory_ToString answering UNIMPLEMENTED",
-         "an error is not always survivable: jaxlib aborts when a memory's to_string fails",
+         "an error is not always survivable: jaxlib aborts the process when a memory's to_string fails",
          "    SLOT(Memory_DebugString), SLOT(Memory_ToString),",
          "    SLOT(Memory_DebugString),",
-         1, then="print(repr(devs[0].default_memory()))"),
-    Edit("Memory_DebugString answering UNIMPLEMENTED",
-         "an error is not always survivable: jaxlib aborts when a memory's debug_string fails",
-         "    SLOT(Memory_DebugString), SLOT(Memory_ToString),",
-         "    SLOT(Memory_ToString),",
-         1, then="print(str(devs[0].default_memory()))"),
+         1),
 )
-
-#: Entry points no level needs that the minimal plugin fills all the same: jaxlib aborts the
-#: host process when they answer with an error, and a reader's print of a memory calls them
-#: (measured by the two edits above).
-FILLED_BECAUSE_JAXLIB_ABORTS = ("PJRT_Memory_DebugString", "PJRT_Memory_ToString")
-
-
-def edit_code(edit: Edit) -> str:
-    """The level's snippet, with the edit's extra line run after its checks, before its mark."""
-    level = next(lv for lv in LEVELS if lv.number == edit.level)
-    if not edit.then:
-        return level.code
-    mark = f"print({OK_MARK!r}, flush=True)\n"
-    if not level.code.endswith(mark):
-        raise AssertionError(f"level {edit.level}'s snippet does not end by printing its mark")
-    return level.code[:-len(mark)] + edit.then + "\n" + mark
 
 
 @dataclass
@@ -174,18 +152,23 @@ def run_edit(edit: Edit, out_dir: Path) -> EditResult:
     edited = out_dir / "minimal.c"
     edited.write_text(text.replace(edit.find, edit.replace))
     built = build_plugin(out_dir, minimal=True, source=edited)
-    run = run_jax(built.path, edit_code(edit), trace=False, env=plain_registration(built.path))
+    level = next(lv for lv in LEVELS if lv.number == edit.level)
+    run = run_jax(built.path, level.code, trace=False, env=plain_registration(built.path))
     return EditResult(edit, level_passed(run), level_checks_passed(run), run.returncode, run.why)
 
 
 #: What a reader without this repository types (Study 3's appendix prints it), in a folder holding
 #: only minimal.c and the level snippets.
 READER_RECIPE = """\
-# needs: a C compiler, and  pip install jax==0.10.2 jaxlib==0.10.2 xla-cpu-pjrt==0.0.1
+# needs a C compiler, and in a fresh venv (python3 -m venv venv && . venv/bin/activate):
+#   pip install jax==0.10.2 jaxlib==0.10.2 xla-cpu-pjrt==0.0.1
 INCLUDE=$(python -c "import os, xla_plugins.xla_cpu_pjrt as x; print(os.path.join(list(x.__path__)[0], 'include'))")
 cc -std=c11 -O2 -Wall -Wextra -fPIC -shared -I"$INCLUDE" -o libdumpref_minimal.so minimal.c
 export PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:$PWD/libdumpref_minimal.so
 python level1.py && python level2.py
+# Registered so, the device is jax's default backend, and anything not placed elsewhere is
+# compiled for it, which it refuses (jnp.ones(3) too); JAX_PLATFORMS=cpu,dumpref keeps the
+# CPU the default and the device at jax.devices('dumpref').
 """
 
 

@@ -38,17 +38,22 @@ class Level:
 
 
 LEVELS = (
-    Level(1, "device", 'jax.devices("dumpref") lists the device',
+    # A reader's first steps, not the fewest calls: printing the device and its memories (jaxlib
+    # aborts the process when a memory's strings fail) and waiting on a buffer (when its ready
+    # event fails) are what the first user of a new device does.
+    Level(1, "device", 'jax.devices("dumpref") lists the device, and it and its memories print',
           "devs = jax.devices('dumpref')\n"
           "assert len(devs) == 1 and devs[0].platform == 'dumpref', devs\n"
+          "print(devs, devs[0].default_memory(), devs[0].addressable_memories())\n"
           f"print({OK_MARK!r}, flush=True)\n"),
-    Level(2, "buffers", "device_put / np.asarray round trips, then delete",
+    Level(2, "buffers", "device_put, block_until_ready and np.asarray round trips, then delete",
           "dev = jax.devices('dumpref')[0]\n"
+          "print(jax.devices('dumpref'), dev.default_memory(), dev.addressable_memories())\n"
           "arrays = [np.arange(12, dtype=np.float32).reshape(3, 4).T, np.array(7, np.int8),\n"
           "          np.zeros((0, 3), bool), np.arange(6).astype(jnp.bfloat16)]\n"
           "for a in arrays:\n"
-          "    x = jax.device_put(a, dev)\n"
-          "    assert x.devices() == {dev}, x.devices()\n"
+          "    x = jax.device_put(a, dev).block_until_ready()\n"
+          "    assert x.devices() == {dev} and x.is_ready(), x.devices()\n"
           "    back = np.asarray(x)\n"
           "    assert back.dtype == a.dtype and back.shape == a.shape and (back == a).all(), (a, back)\n"
           "    x.delete()\n"
