@@ -358,8 +358,8 @@ TRANSPOSED = np.arange(12, dtype=np.float32).reshape(3, 4).T
                    "of the three levels: every struct_size is the header's, PJRT_Client_LookupDevice "
                    "is asked for the id PJRT_DeviceDescription_Id returned, a transposed array "
                    "arrives as numpy's byte strides, PJRT_Buffer_ToHostBuffer always gets a dense "
-                   "row-major host_layout, device_layout is NULL, and events only see OnReady and "
-                   "Destroy; each value the device filled for its device and memory is what jax "
+                   "row-major host_layout, device_layout is NULL, and no event is ever awaited "
+                   "(jax registers callbacks or asks); each value the device filled for its device and memory is what jax "
                    "shows.", title="What jax sends, and what it shows of what the device fills",
                    section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method=METHOD)
