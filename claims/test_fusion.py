@@ -559,16 +559,15 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     # within 20 a call (one page in ten of a 1024x1024 f32 array).
     evidence.table("per-call times, pinned single thread", run.table(),
                    tolerances=dict(TIMES_TABLE, **{"minor faults/call": {"abs": 20}}))
-    aim = abs(ratio - 1) <= TIME_TOLERANCE
+    # The note says nothing that depends on where in its spread this run's ratio fell: the
+    # ratio straddles the aim's bound from run to run (1.24 in one fresh-clone check, 2.6 in
+    # a render), and a sentence that flipped with it would not reproduce.
     evidence.note("Method: " + run.method() + f". The claim holds when 1/{SOFTMAX_TIME_FACTOR:g} <= "
                   f"measured/predicted <= {SOFTMAX_TIME_FACTOR:g} and |A/A difference| <= {SOFTMAX_AA_LIMIT:g} x "
                   f"predicted; this is what each run asserts. The argument aimed for |measured/predicted - 1| "
-                  f"<= {TIME_TOLERANCE:g}; in this run that " + ("held." if aim else (
-                      "did not hold: the bandwidth of a cache-resident stream " +
-                      ("under-predicts" if ratio > 1 else "over-predicts") + " the unfused program's extra time "
-                      "on this chip.")) +
-                  " --dumpref-check asks less of the numbers above than the claim does: each within "
-                  "the tolerance beside it, the spread seen between runs on one machine.")
+                  f"<= {TIME_TOLERANCE:g}; the ratio above says how far this run came from that, and the "
+                  "claim does not assert it. --dumpref-check asks less of the numbers above than the claim "
+                  "does: each within the tolerance beside it, the spread seen between runs on one machine.")
     _timing_listing(evidence, plan, [{"label": "softmax", "base": "fused", "other": "without fusion",
                                       "aa": "fused, compiled again (A/A)", "extra_bytes": None,
                                       "factor": SOFTMAX_TIME_FACTOR, "aa_limit": SOFTMAX_AA_LIMIT}])
