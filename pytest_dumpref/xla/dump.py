@@ -374,10 +374,11 @@ class Dump:
         A dump made by ``DumpSession`` without ``xla_dump_fusion_visualization=True`` (the
         default: the log renders a graph per decision and is slow on big programs) compiles
         the same program with the same options once more, with the log, into a ``fusion-log``
-        sub-folder.  A dump read from a folder must already hold ``*_fusion.html`` files."""
-        from .fusion import fusion_decisions_in_folder
+        sub-folder.  A dump read from a folder must already hold ``*_fusion.html`` files
+        (``*_fusion.pyz`` from jaxlib 0.11 on)."""
+        from .fusion import fusion_decisions_in_folder, fusion_log_files
         if self._fusion_log_folder is None:
-            if any(self.folder.glob(f"*.module_{self.files.id}.*_fusion.html")) or self._recompile is None:
+            if fusion_log_files(self.folder, self.files.id) or self._recompile is None:
                 self._fusion_log_folder = (self.folder, self.files.id)
             else:
                 self._fusion_log_folder = self._recompile()

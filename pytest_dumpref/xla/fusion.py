@@ -8,6 +8,12 @@ log of XLA's InstructionFusion pass as a JavaScript array::
                     [1, "Fused |broadcast.1| into |broadcast_multiply_fusion| inside ...", ""],
                     [1, "Not fusing |divide| into |broadcast_multiply_fusion| as Fusion is not profitable. ; ...", ...]]
 
+Newer XLA (jaxlib 0.11 and later) writes the same log into a self-contained viewer instead,
+``<computation>.module_NNNN.<name>.<pass>_fusion.pyz``: a zip archive whose ``fusions.db`` is a
+SQLite database with a ``frames`` table (``id``, ``label``, ``graph_id``, ``to_highlight``);
+each ``label`` is one line of the log as above.  ``read_fusion_log_file`` reads either
+(``read_fusion_log`` the html page).
+
 Each line is a decision in the compiler's words.  ``FusionDecision`` keeps those words
 (``reason``) so a claim can assert against them, not against a paraphrase.
 
@@ -25,9 +31,13 @@ get-tuple-element.
 from __future__ import annotations
 
 import json
+import os
 import re
 import difflib
-from dataclasses import dataclass
+import sqlite3
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -64,7 +74,49 @@ _FRAMES = re.compile(r"const frames = (\[.*?\]);\s*$", re.S | re.M)
 _ABOUT = re.compile(r"^About to fuse \|(?P<p>[^|]+)\| into \|(?P<c>[^|]+)\| inside (?P<who>\w+)")
 _FUSED = re.compile(r"^Fused \|(?P<p>[^|]+)\| into \|(?P<f>[^|]+)\| inside (?P<who>\w+)")
 _NOT = re.compile(r"^Not fusing \|(?P<p>[^|]+)\| into \|(?P<c>[^|]+)\| as (?P<why>.*)$", re.S)
-_FILE = re.compile(r"^(?P<comp>.+)\.module_(?P<id>\d+)\.(?P<name>.+)\.(?P<pass>[^.]*)_fusion\.html$")
+_FILE = re.compile(r"^(?P<comp>.+)\.module_(?P<id>\d+)\.(?P<name>.+)\.(?P<pass>[^.]*)_fusion\.(?:html|pyz)$")
+# the file kinds XLA writes the log in: an html page (jaxlib 0.9, 0.10), a zip app (0.11, 0.12)
+LOG_SUFFIXES = ("_fusion.html", "_fusion.pyz")
+LOG_GLOB = "*_fusion.{html,pyz}"     # for messages
+
+
+def fusion_log_files(folder, module_id: str | None = None) -> list[Path]:
+    """The fusion log files of ``folder`` (of one module when ``module_id`` is given), in name
+    order: ``*_fusion.html`` or ``*_fusion.pyz``, whichever the XLA that wrote them uses."""
+    folder = Path(folder)
+    try:
+        files = sorted(p for p in folder.iterdir() if p.name.endswith(LOG_SUFFIXES) and p.is_file())
+    except OSError:
+        return []
+    if module_id is not None:
+        files = [p for p in files if f".module_{module_id}." in p.name]
+    return files
+
+
+def _pyz_frames(path: Path) -> list[str]:
+    """The log lines of a zip app: the ``label`` column of ``fusions.db``'s ``frames``, by id."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            db = z.read("fusions.db")
+    except (OSError, zipfile.BadZipFile, KeyError) as e:
+        raise FusionLogError(f"{path}: not a fusion log archive with fusions.db in it ({e})") from None
+    fd, tmp = tempfile.mkstemp(suffix=".db", prefix="dumpref-fusions-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(db)
+        conn = sqlite3.connect(tmp)
+        try:
+            rows = conn.execute("SELECT id, label FROM frames ORDER BY id").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise FusionLogError(f"{path}: fusions.db has no readable frames table ({e})") from None
+    finally:
+        os.unlink(tmp)
+    for r in rows:
+        if not isinstance(r[1], str):
+            raise FusionLogError(f"{path}: unexpected frame {str(r)[:80]!r}")
+    return [r[1] for r in rows]
 
 
 def read_fusion_log(path) -> list[FusionDecision]:
@@ -112,19 +164,55 @@ def read_fusion_log(path) -> list[FusionDecision]:
     return out
 
 
+def read_fusion_log_file(path) -> list[FusionDecision]:
+    """The decisions logged in one ``*_fusion.html`` or ``*_fusion.pyz`` file, in the order the
+    pass made them.
+
+    The decoding is ``read_fusion_log``'s, line for line (that function, the html reader,
+    is kept as it was because the committed write-up quotes its source as it ran; fold the
+    two into one when that claim is rendered again)."""
+    path = Path(path)
+    if not path.name.endswith(".pyz"):
+        return read_fusion_log(path)
+    frames = _pyz_frames(path)
+    fm = _FILE.match(path.name)
+    pass_label = (fm.group("pass") if fm else "") or "fusion"
+    computation = fm.group("comp") if fm else ""
+    origin: dict[str, str] = {}   # fusion instruction -> the consumer it grew from
+    pending: dict[str, str] = {}  # producer -> consumer announced by "About to fuse"
+    out: list[FusionDecision] = []
+    for text in frames:
+        a = _ABOUT.match(text)
+        if a:
+            pending[a["p"]] = a["c"]
+            continue
+        f = _FUSED.match(text)
+        if f:
+            consumer = pending.pop(f["p"], f["f"])
+            root = origin.get(consumer, consumer)
+            origin[f["f"]] = root
+            out.append(FusionDecision(f["p"], consumer, True, text, pass_label,
+                                      root, f["f"], str(path), computation))
+            continue
+        n = _NOT.match(text)
+        if n:
+            why = n["why"].strip()
+            out.append(FusionDecision(n["p"], n["c"], False, why, pass_label,
+                                      origin.get(n["c"], n["c"]), None, str(path), computation))
+    return out
+
+
 def fusion_decisions_in_folder(folder, module_id: str | None = None) -> list[FusionDecision]:
     """Every decision in the fusion visualization files of ``folder`` (of one module when
     ``module_id`` is given), file by file in name order."""
     folder = Path(folder)
-    files = sorted(folder.glob("*_fusion.html"))
-    if module_id is not None:
-        files = [p for p in files if f".module_{module_id}." in p.name]
+    files = fusion_log_files(folder, module_id)
     if not files:
-        raise FusionLogError(f"{folder}: no *_fusion.html files (compile with "
+        raise FusionLogError(f"{folder}: no {LOG_GLOB} files (compile with "
                              f"xla_dump_fusion_visualization=True)")
     out: list[FusionDecision] = []
     for p in files:
-        out.extend(read_fusion_log(p))
+        out.extend(read_fusion_log_file(p))
     return out
 
 
@@ -197,29 +285,74 @@ def compare(log: list, predicted: list) -> list[dict]:
 
 @dataclass
 class ModuleFusion:
-    """One module of a dump: the snapshot the fusion pass saw, the log, the model's replay."""
+    """One module of a dump: the snapshot the fusion pass saw, the log, the model's replay.
+
+    ``changed``: whether the pass changed the module (a snapshot after it exists); a pass that
+    fused nothing still logs its refusals.  ``logged_files``: the module's log files (none
+    when the pass logged no decision).  ``uncalled``: computations the pass visited that no
+    instruction calls (see ``fusion_policy.uncalled_computations``)."""
     module: str
     before: object               # dump.Snapshot
     log: list
     predicted: list              # fusion_policy.Prediction, logged ones only
     rows: list
+    changed: bool = True
+    logged_files: list = field(default_factory=list)
+    uncalled: list = field(default_factory=list)
 
     @property
     def agreed(self) -> int:
         return sum(1 for r in self.rows if r["agree"])
 
+    @property
+    def fused(self) -> int:
+        """Decisions the log records as fusions."""
+        return sum(1 for d in self.log if d.fused)
+
+    @property
+    def refused(self) -> int:
+        """Decisions the log records as refusals."""
+        return sum(1 for d in self.log if not d.fused)
+
     def as_dict(self) -> dict:
         return {"module": self.module, "snapshot": str(self.before.path),
+                "changed": self.changed, "fused": self.fused, "refused": self.refused,
+                "log_files": [str(p) for p in self.logged_files],
+                "uncalled_computations": list(self.uncalled),
                 "decisions": [{k: r[k] for k in ("producer", "consumer", "compiler", "predicted")}
                               | {"computation": r["computation"], "rule": r["rule"], "agree": r["agree"]}
                               for r in self.rows],
                 "predicted": self.agreed, "logged": len(self.log)}
 
 
-def snapshot_before_fusion(dump):
+@dataclass
+class ModuleTrouble:
+    """A module of a dump folder that could not be analysed; ``error`` names the file, module
+    or pass.  ``fusion_report`` reports it and goes on with the others."""
+    module: str
+    error: str
+
+    def as_dict(self) -> dict:
+        return {"module": self.module, "error": self.error}
+
+
+# Where the CPU pipeline runs ``fusion``: just before ``fusion-wrapper`` (jaxlib 0.9 to 0.12
+# name it in the snapshot written after fusion, ``after_fusion.before_fusion-wrapper``), in
+# the pipeline HLO_passes_after_layout_assignment; these pipelines start after both passes ran.
+FUSION_NEXT_PASS = "fusion-wrapper"
+PIPELINES_AFTER_FUSION = ("simplification_after_layout_assignment", "copy-insertion",
+                          "HLO_passes_after_scheduling")
+
+
+def snapshot_before_fusion(dump, *, unchanged: bool = False):
     """The snapshot the ``fusion`` pass saw: the one before the snapshot written after it
     (with ``--xla_dump_hlo_pass_re=.*`` a snapshot is written only when a pass changed the
-    module), else the one announcing it (``before_fusion``).  None when neither exists."""
+    module), else the one announcing it (``before_fusion``).
+
+    ``unchanged=True`` (the pass ran, its log says so, and changed nothing, so no snapshot
+    names it): the module it saw is the module the next pass saw, so the snapshot before the
+    first one written by a later pass (``fusion-wrapper``, or the first of a pipeline that
+    runs after it).  None when no snapshot fits."""
     snaps = dump.snapshots
     for i, s in enumerate(snaps):
         if s.after == "fusion" and i > 0:
@@ -227,43 +360,86 @@ def snapshot_before_fusion(dump):
     for s in reversed(snaps):
         if s.before == "fusion":
             return s
+    if not unchanged:
+        return None
+    for i, s in enumerate(snaps):
+        if i > 0 and (s.after == FUSION_NEXT_PASS or s.pipeline in PIPELINES_AFTER_FUSION):
+            return snaps[i - 1]
     return None
 
 
 def module_fusion(dump, *, log=None, **model_options) -> ModuleFusion:
     """The fusion pass of one dumped module: its log (read from the dump's fusion
-    visualization unless given) against the model's replay of the snapshot it saw."""
+    visualization unless given) against the model's replay of the snapshot it saw.
+
+    A module whose log holds only refusals (the pass ran and fused nothing, so it wrote no
+    snapshot) is replayed on the module the next pass saw; so is one with no log at all when
+    ``log=[]`` is given (the pass had nothing to log): the model must then predict no logged
+    decision either."""
     from .dump import DumpError
-    from .fusion_policy import predict
+    from .fusion_policy import predict, uncalled_computations
+    files = fusion_log_files(dump.folder, dump.files.id)
+    if log is None:
+        log = [d for d in dump.fusion_decisions() if d.pass_name == "fusion"]
     before = snapshot_before_fusion(dump)
+    changed = before is not None
+    if before is None:
+        fused = [d for d in log if d.fused]
+        if fused:
+            raise DumpError(f"{dump.folder}: module {dump.files.key}: its fusion log says the pass "
+                            f"fused ({fused[0].producer} into {fused[0].consumer}, {fused[0].file}) "
+                            f"but no snapshot was written after the fusion pass ({HOW_TO_DUMP})")
+        before = snapshot_before_fusion(dump, unchanged=True)
     if before is None:
         raise DumpError(f"{dump.folder}: module {dump.files.key} has no snapshot before the fusion "
                         f"pass (did it run? {HOW_TO_DUMP})")
-    if log is None:
-        log = [d for d in dump.fusion_decisions() if d.pass_name == "fusion"]
     results = predict(before.module, **model_options)
     order = {r.computation: k for k, r in enumerate(results)}
     # the pages come one per computation, in file-name order: put them in the pass's order
     log = sorted(log, key=lambda d: order.get(d.computation, len(order)))
     predicted = [p for r in results for p in r.decisions if p.logged]
-    return ModuleFusion(dump.files.key, before, log, predicted, compare(log, predicted))
+    uncalled = [c for c in uncalled_computations(before.module) if c in order]
+    return ModuleFusion(dump.files.key, before, log, predicted, compare(log, predicted),
+                        changed=changed, logged_files=files, uncalled=uncalled)
 
 
-def fusion_report(folder, module: str | None = None, **model_options) -> list[ModuleFusion]:
-    """``module_fusion`` for each module of a dump folder (or the one named)."""
+def fusion_report(folder, module: str | None = None, **model_options) -> list:
+    """``module_fusion`` for each module of a dump folder (or the one named), in module
+    order: a ``ModuleFusion`` per module analysed, a ``ModuleTrouble`` per module that could
+    not be (one module's trouble never stops the others).
+
+    A module without a log of its own, in a folder that has logs, is one the pass logged no
+    decision for: it is replayed with an empty log.  A folder without any log raises
+    DumpError naming the flag that writes it."""
     from .dump import Dump, DumpError, DumpFolder
+    from .fusion_policy import FusionModelError
+    from .hlo import HloParseError
     df = DumpFolder(folder)
     mods = df.find(module)
     if not mods:
         raise DumpError(f"{df.folder}: no module {module!r} (modules: "
                         f"{', '.join(m.key for m in df.modules)})")
-    out = []
+    if not fusion_log_files(df.folder):
+        raise DumpError(f"{df.folder}: no fusion log ({LOG_GLOB}); {HOW_TO_DUMP}")
+    if not any(m.snapshot_paths for m in mods):
+        raise DumpError(f"{df.folder}: no snapshot before the fusion pass in any module (no pass "
+                        f"snapshots at all); {HOW_TO_DUMP}")
+    out: list = []
     for m in mods:
-        if not list(df.folder.glob(f"*.module_{m.id}.*_fusion.html")):
-            if module is None and len(mods) > 1:
-                continue       # a module the fusion pass never logged for (nothing to fuse)
-            raise DumpError(f"{df.folder}: no fusion log for {m.key} (*_fusion.html); {HOW_TO_DUMP}")
-        out.append(module_fusion(Dump(m)))
-    if not out:
-        raise DumpError(f"{df.folder}: no fusion log (*_fusion.html); {HOW_TO_DUMP}")
+        try:
+            d = Dump(m)
+            log = None
+            if not fusion_log_files(df.folder, m.id):
+                if snapshot_before_fusion(d) is not None:
+                    raise DumpError(f"{df.folder}: module {m.key}: the fusion pass changed it (a "
+                                    f"snapshot after fusion exists) but it has no fusion log "
+                                    f"({LOG_GLOB}); {HOW_TO_DUMP}")
+                log = []
+            out.append(module_fusion(d, log=log, **model_options))
+        except (DumpError, FusionLogError, FusionModelError, HloParseError) as e:
+            out.append(ModuleTrouble(m.key, str(e)))
+        except Exception as e:  # noqa: BLE001 - reported per module, never a traceback
+            out.append(ModuleTrouble(m.key, f"{df.folder}: module {m.key}: internal error while "
+                                     f"analysing it ({type(e).__name__}: {e}); please report it "
+                                     f"with the dump"))
     return out

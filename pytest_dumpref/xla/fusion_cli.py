@@ -1,9 +1,13 @@
 """``python -m pytest_dumpref fusion DIR [--module NAME] [--json]``: every decision of XLA's
 CPU fusion pass in a dump folder, the compiler's verdict beside the model's prediction.
 
-The folder must hold the pass's log (``*_fusion.html``) and the snapshot before the pass;
-``--xla_dump_to=DIR --xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization`` in XLA_FLAGS
-writes both.  Bad input is one line on stderr naming the folder, exit code 2.
+The folder must hold the pass's log (``*_fusion.html``, or ``*_fusion.pyz`` from jaxlib 0.11
+on) and the pass snapshots; ``--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*
+--xla_dump_fusion_visualization`` in XLA_FLAGS writes both.  Every module is reported: one
+where the pass fused nothing with its refusals, one it logged nothing for with the model's
+replay (which must predict nothing either).  A module that cannot be analysed is reported
+(an ``error`` entry in ``--json``, one line on stderr) and the others still are; the exit
+code is then 2.  A folder that cannot be read at all is one line on stderr, exit code 2.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ def register(subparsers) -> None:
 
 def run_fusion(args) -> int:
     from .dump import DumpError
-    from .fusion import FusionLogError, fusion_report
+    from .fusion import FusionLogError, ModuleTrouble, fusion_report
     from .fusion_policy import FusionModelError
     from .hlo import HloParseError
     try:
@@ -38,6 +42,9 @@ def run_fusion(args) -> int:
     except (DumpError, FusionLogError, FusionModelError, HloParseError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    troubles = [m for m in report if isinstance(m, ModuleTrouble)]
+    for t in troubles:
+        print(f"error: {t.error}", file=sys.stderr)
     try:
         if args.json:
             json.dump({"folder": str(args.folder), "modules": [m.as_dict() for m in report]},
@@ -47,7 +54,7 @@ def run_fusion(args) -> int:
             _print(report)
     except BrokenPipeError:
         sys.stdout = open(os.devnull, "w")
-    return 0
+    return EXIT_BAD_INPUT if troubles else 0
 
 
 def _cell(text, width: int) -> str:
@@ -57,9 +64,19 @@ def _cell(text, width: int) -> str:
 
 
 def _print(report) -> None:
+    from .fusion import ModuleTrouble
     for m in report:
         print(f"== {m.module} ==")
-        print(f"snapshot the pass saw: {m.before.path.name}")
+        if isinstance(m, ModuleTrouble):
+            print(f"not analysed: {m.error}")
+            print()
+            continue
+        print(f"snapshot the pass saw: {m.before.path.name}"
+              + ("" if m.changed else " (the pass changed nothing: the module the next pass saw)"))
+        if not m.logged_files:
+            print("the pass logged no decision for this module")
+        if m.uncalled:
+            print(f"computations no instruction calls, visited by the pass: {', '.join(m.uncalled)}")
         rows = m.rows
         w = [max([len(h)] + [len(r[k] or "-") for r in rows]) for h, k in
              (("producer", "producer"), ("consumer", "consumer"))]

@@ -842,7 +842,13 @@ def _unique(prefix: str, names: set) -> str:
 
 def fused_computations_order(module: HloModule) -> list[HloComputation]:
     """The computations the pass visits (MakeNonfusionComputations, callees first), without
-    fusion computations and the scalar bodies of reduce, sort, map ... (IsEmbeddedComputation)."""
+    fusion computations and the scalar bodies of reduce, sort, map ... (IsEmbeddedComputation).
+
+    The entry computation and what it calls come first; then the computations no instruction
+    calls (``uncalled_computations``), in the module's order: XLA keeps a computation whose
+    caller a pass removed until a later clean-up, and the fusion pass visits it like any other
+    (the library rewriter leaves such a ``fused_computation.N`` behind, and the pass logs
+    decisions inside it)."""
     embedded, order, seen = set(), [], set()
     for comp in module.computations.values():
         for inst in comp.instructions:
@@ -859,7 +865,18 @@ def fused_computations_order(module: HloModule) -> list[HloComputation]:
         order.append(comp)
 
     visit(module.entry.name)
+    for name in uncalled_computations(module):
+        visit(name)
     return [c for c in order if c.name not in embedded]
+
+
+def uncalled_computations(module: HloModule) -> list[str]:
+    """Computations other than the entry that no instruction of the module calls, in the
+    module's order (left behind by a pass that replaced their caller)."""
+    called = {c for comp in module.computations.values() for inst in comp.instructions
+              for c in inst.called}
+    return [name for name, comp in module.computations.items()
+            if name not in called and comp is not module.entry]
 
 
 def predict(module: HloModule, *, fuse: bool = True, wrap: bool = False,

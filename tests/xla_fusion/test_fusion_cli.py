@@ -50,7 +50,11 @@ def test_json_lists_every_logged_decision_with_the_models(flags_dump):
     for want in ("jit_softmax", "jit_layernorm", "jit_scan_rnn", "jit_adam_update"):
         assert want in names, names
     for m in report["modules"]:
-        assert m["decisions"], m["module"]
+        # a module the pass logged nothing for (a lone op) is listed too, with no decision
+        assert bool(m["decisions"]) == bool(m["log_files"]), m["module"]
+        if m["module"].split(".", 1)[1] in ("jit_softmax", "jit_layernorm", "jit_scan_rnn",
+                                            "jit_adam_update"):
+            assert m["decisions"], m["module"]
         for d in m["decisions"]:
             assert {"producer", "consumer", "compiler", "predicted"} <= set(d)
         # the compiler's column is the log's, word for word
