@@ -32,8 +32,9 @@ read in openxla/xla (via the ROCm/xla mirror, main of August 2026):
                                              is never duplicated: added to XLA in July 2026
                                              (PR #44738), after the XLA of jaxlib 0.10.2, which
                                              duplicates it (softmax(x * 0.125) with the library
-                                             rewriter off shows it); off unless
-                                             ``coupled_softmax_rule=True``
+                                             rewriter off shows it); on when the jaxlib
+                                             installed has it (0.11.0 on), or as
+                                             ``coupled_softmax_rule=`` says
   xla/service/fusion_node_indexing_evaluation.cc  "Code duplication too high"
   xla/hlo/ir/hlo_instruction.cc           IsOpElementwise, IsFusible, OperandElementUse
   xla/service/decision.h                  Decision::Or joins two reasons with " ; "
@@ -879,15 +880,42 @@ def uncalled_computations(module: HloModule) -> list[str]:
             if name not in called and comp is not module.entry]
 
 
+# The first jaxlib whose XLA has CpuInstructionFusion's coupled-softmax rule (PR #44738):
+# jaxlib 0.10.2's duplicates the stable-softmax producer, 0.11.0's and 0.12.0.1's keep it
+# (tests/xla_fusion/test_fusion_policy.py checks the model against the jaxlib installed).
+COUPLED_SOFTMAX_SINCE = (0, 11, 0)
+
+
+def installed_xla_has_coupled_softmax_rule() -> bool:
+    """Whether the installed jaxlib's XLA keeps the stable-softmax producer from being
+    duplicated (``COUPLED_SOFTMAX_SINCE``); False when jaxlib is not installed."""
+    from importlib import metadata
+    try:
+        version = metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        return False
+    parts = []
+    for piece in version.split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit()) or "0"
+        parts.append(int(digits))
+    return tuple(parts) >= COUPLED_SOFTMAX_SINCE
+
+
 def predict(module: HloModule, *, fuse: bool = True, wrap: bool = False,
-            coupled_softmax_rule: bool = False, without=()) -> list[FusionResult]:
+            coupled_softmax_rule: bool | None = None, without=()) -> list[FusionResult]:
     """Replay the CPU fusion pass on ``module`` (the snapshot just before it): per computation
     it visits, every decision in the order the pass makes it, and what is left after it.
+
+    ``coupled_softmax_rule``: None (the default) follows the XLA of the jaxlib installed
+    (``installed_xla_has_coupled_softmax_rule``); say True or False for a dump that another
+    jaxlib wrote.
 
     ``wrap``: then the fusion wrapper that follows it, so that the computations left are the
     kernels the program runs.  ``fuse=False`` skips the fusion pass (the program compiled with
     ``xla_disable_hlo_passes=fusion``).  ``without``: rules (by the names in ``RULES``) the
     replay leaves out, to show what each one decides."""
+    if coupled_softmax_rule is None:
+        coupled_softmax_rule = installed_xla_has_coupled_softmax_rule()
     names = {i.name for c in module.computations.values() for i in c.instructions}
     out = []
     for comp in fused_computations_order(module):

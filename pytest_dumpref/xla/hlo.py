@@ -575,9 +575,51 @@ def _operand_name(tok: str, name: str, pos: int) -> str:
     if not word:
         raise _LineError(f"empty operand in the operand list of {name}", pos)
     if "#" in word:
-        raise _LineError(f"operand {word!r} of {name}: the compact get-tuple-element form "
-                         f"'name#index' is not supported; write a get-tuple-element", pos)
+        # the compact get-tuple-element form newer XLA prints (jaxlib 0.11 on): %t#1 is
+        # element 1 of the tuple %t; _compact_gtes makes the get-tuple-element it stands for
+        base, _, index = word.rpartition("#")
+        if not base or not index.isdigit():
+            raise _LineError(f"operand {word!r} of {name}: not an instruction name, nor the "
+                             f"compact get-tuple-element form 'name#index'", pos)
     return word
+
+
+def _compact_gtes(instructions: list, offsets: list, comp_name: str, source, start: int):
+    """The instructions with a get-tuple-element made for each compact operand ``%t#i`` (the
+    form newer XLA prints for a get-tuple-element it does not show as a line of its own),
+    placed just before its first user and named ``t#i``, as XLA's own parser reads it: an
+    instruction like any other, whose byte traffic and fusion decisions are a
+    get-tuple-element's."""
+    names = {i.name: i for i in instructions}
+    made: dict[str, Instruction] = {}
+    out, out_offsets = [], []
+    for k, inst in enumerate(instructions):
+        for op in inst.operands:
+            if "#" not in op or op in names or op in made:
+                continue
+            base, _, index = op.rpartition("#")
+            tup = names.get(base) or made.get(base)
+            line = start + 1 + (offsets[k] if k < len(offsets) else 0)
+            if tup is None:
+                raise HloParseError(f"instruction {inst.name} in computation {comp_name} uses "
+                                    f"undefined operand {base} (in {op})", source=source,
+                                    line=line, column=_column_of(inst.line, op))
+            i = int(index)
+            if not tup.shape.is_tuple or i >= len(tup.shape.tuple_shapes):
+                raise HloParseError(f"instruction {inst.name} in computation {comp_name}: "
+                                    f"operand {op} takes element {i} of {base}, whose shape "
+                                    f"{tup.shape} has no such element", source=source,
+                                    line=line, column=_column_of(inst.line, op))
+            shape = tup.shape.tuple_shapes[i]
+            text = f"%{op} = {shape} get-tuple-element(%{base}), index={i}"
+            gte = Instruction(op, "get-tuple-element", shape, [base], [], None, f", index={i}",
+                              text, False, None, f"%{base}")
+            made[op] = gte
+            out.append(gte)
+            out_offsets.append(offsets[k] if k < len(offsets) else 0)
+        out.append(inst)
+        out_offsets.append(offsets[k] if k < len(offsets) else 0)
+    return out, out_offsets
 
 
 # What each calling opcode must name (XLA's parser requires these attributes).
@@ -1137,6 +1179,10 @@ def _make_computation(name, is_entry, header, instructions, offsets, needs_resol
                             line=start + 1, column=1)
     if needs_resolve:
         instructions = _resolve(instructions, name, source, start, offsets)
+    if any("#" in op for x in instructions for op in x.operands):
+        instructions, offsets = _compact_gtes(instructions, list(offsets), name, source, start)
+        roots = None          # indices moved: the ROOT flag says it again
+        callees = None
     if roots is None:
         roots = [k for k, x in enumerate(instructions) if x.is_root]
     if len(roots) > 1:
