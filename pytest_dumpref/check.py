@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from . import measured
 from .writeup import MACHINE, Line
 
 MAX_REPORTED = 40
@@ -108,11 +109,61 @@ def _bound_text(slot) -> str:
     return f"±{slot.abs:g}" if slot.abs is not None else f"±{slot.rel:.0%}"
 
 
-def compare_line(text: str, fresh: Line, margins: list | None = None
+@dataclass
+class Inconclusive:
+    """A measured value whose comparison the noise of the runs could not decide."""
+    what: str
+    claim: str | None
+    line: int
+    shown: str
+    now: str
+    sigma: float          # sigmas x combined sigma (relative, log scale), as measured.judge gives it
+
+    def __str__(self) -> str:
+        return (f"line {self.line} (claim {self.claim}): {self.what} is inconclusive: the file says "
+                f"{self.shown}, this run {self.now}; the runs' noise allows a factor of "
+                f"{math.exp(self.sigma):.2f}, too wide to tell a value from its double")
+
+
+def _parse_measured(shown: str) -> tuple[float, float] | None:
+    """(value, noise) of a displayed ``350.5 ± 12 us``."""
+    value_text, sep, noise_text = shown.partition(" ± ")
+    if not sep:
+        return None
+    v, n = _displayed_number(value_text), _displayed_number(noise_text)
+    return (v[0], n[0]) if v and n else None
+
+
+def _judge_slot(slot, shown: str, now: str, rule: measured.Rule):
+    """(failure or None, Verdict or None) for a slot judged by noise or by its bound."""
+    if slot.rule == "bound":
+        parsed = _displayed_number(shown)
+        op, limit = slot.bound
+        if parsed is None or _NUMBER.sub("#", shown) != _NUMBER.sub("#", now):
+            return f"{slot.what} differs", None
+        if not measured.within_bound(parsed[0], op, limit):
+            return f"{slot.what}: the file's value is not {op} {limit:g}, the bound the claim asserts", None
+        if not measured.within_bound(slot.value, op, limit):
+            return f"{slot.what}: this run's value is not {op} {limit:g}, the bound the claim asserts", None
+        return None, None
+    parsed = _parse_measured(shown)
+    if parsed is None or _NUMBER.sub("#", shown) != _NUMBER.sub("#", now):
+        return f"{slot.what} differs", None
+    verdict = measured.judge(parsed[0], parsed[1], slot.value, slot.noise, rule)
+    if verdict.outcome == measured.INCOMPATIBLE:
+        return (f"{slot.what} does not reproduce: {shown} in the file and {now} in this run are "
+                f"incompatible (they differ by a factor of {math.exp(verdict.distance):.2f}, the runs' "
+                f"noise allows {math.exp(verdict.sigma):.2f})"), verdict
+    return None, verdict
+
+
+def compare_line(text: str, fresh: Line, margins: list | None = None,
+                 inconclusive: list | None = None, rule: measured.Rule = measured.Rule()
                  ) -> tuple[str | None, list[tuple[str, str, str]]]:
     """(why ``text`` does not reproduce ``fresh``, or None; [(field, file, run)] accepted
     differences of the machine or of RUN_TO_RUN).  Each measured value that reproduced
-    within its tolerance is appended to ``margins``, with how much of it the value used."""
+    within its tolerance is appended to ``margins``, with how much of it the value used; each
+    whose noise could not decide, to ``inconclusive``."""
     if text == fresh.text:
         return None, []
     if not fresh.slots:
@@ -127,6 +178,17 @@ def compare_line(text: str, fresh: Line, margins: list | None = None
             continue
         if slot.rule in ("machine", "varies"):
             accepted.append((slot.what, shown, now))
+            continue
+        if slot.rule == "bound" or slot.noise is not None:
+            why, verdict = _judge_slot(slot, shown, now, rule)
+            if why:
+                return why, []
+            accepted.append((slot.what, shown, now))
+            if verdict is not None and verdict.outcome == measured.INCONCLUSIVE and inconclusive is not None:
+                inconclusive.append(Inconclusive(slot.what, fresh.claim, 0, shown, now, verdict.sigma))
+            elif verdict is not None and margins is not None:
+                margins.append(Margin(slot.what, 0, shown, now, f"{rule.sigmas:g} sigmas",
+                                      min(1.0, verdict.used)))
             continue
         # measured: the shown value within tolerance of the run's, the rest of the text the same
         parsed = _displayed_number(shown)
@@ -149,6 +211,7 @@ class Result:
     differences: list[Difference]
     accepted: list[tuple[str, str, str]]      # measured values within tolerance, machine, RUN_TO_RUN
     margins: list[Margin]                     # measured values that changed, most of their tolerance used first
+    inconclusive: list = None                 # Inconclusive: measured values the noise could not decide
 
     def closest(self, n: int = 5) -> list[Margin]:
         """The ``n`` measured values that came nearest to failing: the ones to watch, or to
@@ -156,11 +219,13 @@ class Result:
         return sorted(self.margins, key=lambda m: -m.used)[:n]
 
 
-def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this run") -> Result:
+def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this run",
+                  rule: measured.Rule = measured.Rule()) -> Result:
     """Align the file's lines with the rendered ones and name every line that does not reproduce."""
     diffs: list[Difference] = []
     accepted: list = []
     margins: list[Margin] = []
+    inconclusive: list[Inconclusive] = []
     sm = difflib.SequenceMatcher(None, file_lines, [ln.text for ln in fresh], autojunk=False)
     last_fresh: Line | None = None
     for op, i1, i2, j1, j2 in sm.get_opcodes():
@@ -170,13 +235,15 @@ def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this 
         pairs, extra, missing = _pair(file_lines, fresh, i1, i2, j1, j2)
         for i, j in pairs:
             line_margins: list[Margin] = []
-            why, acc = compare_line(file_lines[i], fresh[j], line_margins)
+            line_open: list[Inconclusive] = []
+            why, acc = compare_line(file_lines[i], fresh[j], line_margins, line_open, rule)
             last_fresh = fresh[j]
             if why is None:
                 accepted += acc
-                for m in line_margins:
+                for m in line_margins + line_open:
                     m.line = i + 1
                 margins += line_margins
+                inconclusive += line_open
             else:
                 at = _first_difference(file_lines[i], fresh[j].text)
                 diffs.append(Difference(i + 1, fresh[j].claim, fresh[j].where,
@@ -193,7 +260,7 @@ def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this 
                                     fresh[j].where, f"the file lacks a line {source} produced here: "
                                     f"{_short(fresh[j].text)}"))
     diffs.sort(key=lambda d: d.line)
-    return Result(diffs, accepted, margins)
+    return Result(diffs, accepted, margins, inconclusive)
 
 
 def _pair(file_lines, fresh, i1, i2, j1, j2):
@@ -229,14 +296,31 @@ def _same(written, now, tolerance: float | None) -> bool:
     return written == now or abs(now - written) <= tolerance * abs(written)
 
 
-def compare_values(nodeid: str, written: dict, record: dict) -> list[tuple[str, str]]:
-    """(what, problem) for the full-precision numbers and hashes of one claim in both runs."""
+def compare_values(nodeid: str, written: dict, record: dict,
+                   rule: measured.Rule = measured.Rule()) -> list[tuple[str, str]]:
+    """(what, problem) for the full-precision numbers and hashes of one claim in both runs
+    (an inconclusive measured value is left to the visible comparison, which reports it)."""
     problems = []
     numbers = {i["name"]: i for i in record["evidence"] if i["kind"] == "number"}
     for w in (i for i in written["evidence"] if i["kind"] == "number"):
         n = numbers.get(w["name"])
         if n is None:
             continue  # the visible comparison names a number that is gone
+        unit = f" {w['unit']}" if w.get("unit") else ""
+        if w.get("bound") is not None or n.get("bound") is not None:
+            op, limit = w.get("bound") or n.get("bound")
+            for who, item in (("write-up", w), ("this run", n)):
+                if not measured.within_bound(item["value"], op, limit):
+                    problems.append((f"number {w['name']!r}", f"number {w['name']!r}: the {who}'s "
+                                     f"{item['value']!r}{unit} is not {op} {limit!r}, its bound"))
+            continue
+        if w.get("noise") is not None and n.get("noise") is not None:
+            verdict = measured.judge(w["value"], w["noise"], n["value"], n["noise"], rule)
+            if verdict.outcome == measured.INCOMPATIBLE:
+                problems.append((f"number {w['name']!r}",
+                                 f"number {w['name']!r} does not reproduce: write-up says {w['value']!r} ± "
+                                 f"{w['noise']!r}{unit}, this run measured {n['value']!r} ± {n['noise']!r}{unit}"))
+            continue
         tol = w.get("effective_tolerance")
         if not _same(w["value"], n["value"], tol):
             bound = "exactly" if tol is None else f"within ±{tol:.0%}"

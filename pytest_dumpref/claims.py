@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .measured import parse_bound, within_bound
+
 REQUIRED_PROVENANCE = ("dtype", "shapes", "method")
 
 
@@ -66,17 +68,31 @@ class Evidence:
 
     # -- the five kinds a claim records ------------------------------------------------
     def number(self, name: str, value, *, unit: str | None = None,
-               tolerance: float | None = None) -> None:
-        """A number the write-up states.  ``tolerance`` is relative (0.1 = 10 %);
-        None means exact unless ``[tool.dumpref] default_tolerances`` names the unit."""
+               tolerance: float | None = None, noise: float | None = None, bound=None) -> None:
+        """A number the write-up states, compared by ``--dumpref-check`` in one of four ways:
+
+        - ``noise=``: a measured value and its standard uncertainty (one sigma, in ``unit``) as
+          this run estimated it from its own data (its rounds' spread, an A/A control); a re-run
+          is judged by both runs' noise (see :mod:`pytest_dumpref.measured`);
+        - ``bound=``: a figure the claim asserts under or over a limit, ``("<=", 1e-5)`` or
+          ``{"max": 1e-5}``; checked against the limit, not against the last run's value;
+        - ``tolerance=``: relative (0.1 = 10 %), declared by hand;
+        - none of these: exact, unless ``[tool.dumpref] default_tolerances`` names the unit."""
         v = _plain(value)
+        what = f"evidence.number {name!r}"
         if isinstance(v, float) and not math.isfinite(v):
-            raise ClaimError(f"evidence.number {name!r} is not finite: {v}")
+            raise ClaimError(f"{what} is not finite: {v}")
         if tolerance is not None and (not isinstance(tolerance, (int, float)) or tolerance < 0):
-            raise ClaimError(f"evidence.number {name!r}: tolerance must be a relative number >= 0, got {tolerance!r}")
+            raise ClaimError(f"{what}: tolerance must be a relative number >= 0, got {tolerance!r}")
+        if sum(x is not None for x in (tolerance, noise, bound)) > 1:
+            raise ClaimError(f"{what}: give one of tolerance=, noise= and bound=")
+        item = {"kind": "number", "name": name, "value": v, "unit": unit, "tolerance": tolerance}
+        if noise is not None:
+            item["noise"] = _noise(what, noise)
+        if bound is not None:
+            item["bound"] = _bound(what, v, bound)
         self._check_new_name("number", name)
-        self.items.append({"kind": "number", "name": name, "value": v, "unit": unit,
-                           "tolerance": tolerance})
+        self.items.append(item)
 
     def excerpt(self, title: str, text: str, *, lang: str | None = None, fold: bool | None = None) -> None:
         """Lines copied from a file the claim names.  ``fold``: True folds it into <details>,
@@ -162,6 +178,48 @@ class Evidence:
         return [i for i in self.items if i["kind"] != "note"]
 
 
+def measured(value, noise) -> dict:
+    """A table cell that is a measured value with its noise (one sigma, the value's unit): the
+    check judges it as it judges ``evidence.number(..., noise=)``."""
+    v = _plain(value)
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ClaimError(f"measured: the value is not finite: {v}")
+    return {"value": v, "noise": _noise("measured", noise)}
+
+
+def varies(value) -> dict:
+    """A table cell shown and not compared (a count the run chose, such as a benchmark's rounds)."""
+    return {"value": _cell(value), "varies": True}
+
+
+def bounded(value, bound) -> dict:
+    """A table cell that the claim asserts under or over a limit (see ``evidence.number``)."""
+    v = _plain(value)
+    return {"value": v, "bound": _bound("bounded", v, bound)}
+
+
+def _noise(what: str, noise) -> float:
+    try:
+        n = _plain(noise)
+    except TypeError:
+        n = None
+    if n is None or isinstance(n, bool) or not math.isfinite(n) or n < 0:
+        raise ClaimError(f"{what}: noise must be a finite number >= 0 (one sigma, in the value's unit), "
+                         f"got {noise!r}")
+    return float(n)
+
+
+def _bound(what: str, value, bound) -> list:
+    try:
+        op, limit = parse_bound(what, bound)
+    except ValueError as e:
+        raise ClaimError(str(e)) from None
+    if not within_bound(value, op, limit):
+        raise ClaimError(f"{what}: {value!r} is not {op} {limit!r}, the bound it is recorded with "
+                         "(assert the bound in the claim; a bound the value breaks is not evidence)")
+    return [op, limit]
+
+
 def _table(what: str, rows: Iterable) -> tuple[list[str], list[list]]:
     rows = list(rows)
     if rows and isinstance(rows[0], dict):
@@ -196,6 +254,8 @@ def _column_tolerances(what: str, header: list[str], tolerances: dict | None) ->
 def _cell(c):
     if c is None or isinstance(c, (str, bool)):
         return c
+    if isinstance(c, dict) and set(c) in ({"value", "noise"}, {"value", "bound"}, {"value", "varies"}):
+        return dict(c)   # measured() or bounded()
     try:
         return _plain(c)
     except TypeError:

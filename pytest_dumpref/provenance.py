@@ -68,6 +68,36 @@ def _versions() -> dict:
             "numpy": numpy.__version__}
 
 
+def cpu_caches(cpu: int) -> list:
+    """The data caches of ``cpu`` as Linux reports them (sysfs): level, size in bytes and the
+    CPUs sharing each; empty where sysfs does not say.  Tells a reader at which level of the
+    memory hierarchy a measured "bandwidth" lives."""
+    out = []
+    for d in sorted(Path(f"/sys/devices/system/cpu/cpu{cpu}/cache").glob("index*")):
+        try:
+            kind = (d / "type").read_text().strip()
+            if kind == "Instruction":
+                continue
+            size = (d / "size").read_text().strip()
+            scale = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(size[-1:], 1)
+            out.append({"level": int((d / "level").read_text()), "type": kind,
+                        "bytes": int(size.rstrip("KMG")) * scale,
+                        "shared with CPUs": (d / "shared_cpu_list").read_text().strip()})
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def caches_text(cpu: int = 0) -> str:
+    """The data caches of ``cpu`` in one line, ``L1d 32 KiB, L2 1 MiB, L3 32 MiB``: a fact of
+    the machine (a timing depends on it), shown with the environment and never compared as
+    a claim's evidence."""
+    def size(n: int) -> str:
+        return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n // 1024} KiB"
+    parts = [f"L{c['level']}{'d' if c['type'] == 'Data' else ''} {size(c['bytes'])}" for c in cpu_caches(cpu)]
+    return ", ".join(parts) or "(not reported)"
+
+
 def environment(root: Path, ignore: tuple[str, ...] = ()) -> dict:
     """The run's environment, for the write-up's table and every claim's provenance."""
     import jax
@@ -79,6 +109,7 @@ def environment(root: Path, ignore: tuple[str, ...] = ()) -> dict:
         "python": platform.python_version(),
         "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
         "cpu_count": os.cpu_count(),
+        "caches": caches_text(0),
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
     }
     env.update(git_state(root, ignore))

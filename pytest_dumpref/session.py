@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from . import check, writeup
@@ -103,6 +106,7 @@ class DumprefSession:
         self.notes: list[str] = []
         self.check_result: check.Result | None = None
         self.machine: list[str] = []
+        self.reruns: list[str] = []             # what each fresh-process re-run of a check decided
 
     # -- per test ---------------------------------------------------------------------
     def new_record(self, nodeid: str, claim: tuple, provenance: Provenance | None,
@@ -232,9 +236,20 @@ class DumprefSession:
                           if n not in written["claims"] and r["outcome"] == "passed"]
         env = self.environment()
         self.machine = check.machine_differences(written["environment"], env)
-        records, _ = self.merged(written, narrowed, covers)
-        fresh = writeup.render_lines(records, env, self.config, name)
-        result = check.compare_lines(written["lines"], fresh)
+        rule = self.config.measured
+        result = self._compare(written, narrowed, covers, name)
+        for attempt in range(1, rule.reruns + 1):
+            if result.differences or not result.inconclusive:
+                break
+            nodeids = sorted({i.claim for i in result.inconclusive if i.claim})
+            fresh_records = self._rerun(nodeids)
+            self.reruns.append(f"re-run {attempt} of {rule.reruns} in a fresh process, for {len(result.inconclusive)} "
+                               f"inconclusive value{'' if len(result.inconclusive) == 1 else 's'}: "
+                               + ", ".join(nodeids))
+            if not fresh_records:
+                break
+            self.records.update(fresh_records)
+            result = self._compare(written, narrowed, covers, name)
         seen = {d.line for d in result.differences}
         # The data block rendered on its own must give the file exactly: an edit to either shows.
         own = writeup.render_lines(list(written["claims"].values()), written["environment"], self.config, name)
@@ -247,7 +262,7 @@ class DumprefSession:
             w = written["claims"].get(nodeid)
             if w is None:
                 continue
-            for what, problem in check.compare_values(nodeid, w, rec):
+            for what, problem in check.compare_values(nodeid, w, rec, rule):
                 line = _line_of(written["lines"], nodeid, what)
                 if line not in seen:
                     result.differences.append(check.Difference(line, nodeid, "claim", problem))
@@ -256,6 +271,26 @@ class DumprefSession:
                                                        "the file has text after its data block"))
         result.differences.sort(key=lambda d: d.line)
         self.check_result = result
+
+    def _compare(self, written: dict, narrowed: bool, covers, name: str) -> check.Result:
+        records, _ = self.merged(written, narrowed, covers)
+        fresh = writeup.render_lines(records, self.environment(), self.config, name)
+        return check.compare_lines(written["lines"], fresh, rule=self.config.measured)
+
+    def _rerun(self, nodeids: list[str]) -> dict[str, dict]:
+        """Run ``nodeids`` again in a fresh pytest process and return their records (those that
+        passed there; a claim that fails in the re-run keeps this run's record)."""
+        with tempfile.TemporaryDirectory(prefix="dumpref-rerun-") as tmp:
+            out = Path(tmp) / "rerun.md"
+            cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:xdist",
+                   f"--dumpref-report={out}", *nodeids]
+            proc = subprocess.run(cmd, cwd=self.rootdir, capture_output=True, text=True)
+            if not out.is_file():
+                self.reruns.append(f"the re-run wrote no records (exit {proc.returncode}): "
+                                   + (proc.stdout + proc.stderr).strip()[-500:])
+                return {}
+            claims = writeup.read(out)["claims"]
+        return {k: v for k, v in claims.items() if k in nodeids and v.get("outcome") == "passed"}
 
     def write_report(self, narrowed: bool, covers) -> None:
         """Render into a temporary folder beside the write-up, then move the write-up and its
@@ -332,9 +367,10 @@ class DumprefSession:
         if self.report is not None and not any(n.startswith("dumpref: did not write") for n in self.notes) \
                 and not any(p.startswith("did not update") for p in self.problems):
             n_ok = sum(r["outcome"] == "passed" for r in self.records.values())
-            lines.append(f"dumpref: wrote {self.report} ({n_ok} claims established, "
+            lines.append(f"dumpref: wrote {self.report} ({n_ok} claim{'' if n_ok == 1 else 's'} established, "
                          f"{len(self.records) - n_ok} not established in this run)")
         lines += self.notes
+        lines += [f"dumpref: {r}" for r in self.reruns]
         if self.written is not None and self.check_result is not None:
             accepted = sorted({what for what, _, _ in self.check_result.accepted})
             if accepted:
@@ -354,6 +390,10 @@ class DumprefSession:
                 and self.written["claims"].get(nodeid, {}).get("outcome") == "passed"]
             diffs = self.check_result.differences if self.check_result else []
             problems += [str(d) for d in diffs[:check.MAX_REPORTED]]
+            if self.check_result is not None and not diffs:
+                problems += [f"{i} (after {len(self.reruns)} fresh-process re-run"
+                             f"{'' if len(self.reruns) == 1 else 's'})"
+                             for i in (self.check_result.inconclusive or [])]
             if len(diffs) > check.MAX_REPORTED:
                 problems.append(f"… and {len(diffs) - check.MAX_REPORTED} more lines that do not reproduce")
         if problems:
@@ -362,8 +402,32 @@ class DumprefSession:
             lines += [head] + [f"  {p}" for p in problems]
         elif self.written is not None and self.check_result is not None:
             lines.append(f"dumpref: every line of {self.check_path} reproduces "
-                         f"({len(self.records)} claims ran)")
+                         f"({len(self.records)} claim{'' if len(self.records) == 1 else 's'} ran)")
         return lines
+
+    def failed(self) -> bool:
+        """Whether the run's dumpref part failed (a problem, or a check that did not reproduce)."""
+        r = self.check_result
+        return bool(self.problems or (r and (r.differences or r.inconclusive)))
+
+    def failure_line(self) -> str | None:
+        """The last line of a failed run's output: what failed, in words a CI summary shows."""
+        if not self.failed():
+            return None
+        if self.written is None:
+            return f"dumpref FAILED: {len(self.problems)} problem{'' if len(self.problems) == 1 else 's'}"
+        r = self.check_result
+        n_lines = len(r.differences) if r else 0
+        n_open = len(r.inconclusive or []) if r and not r.differences else 0
+        parts = []
+        if n_lines:
+            parts.append(f"{n_lines} line{'' if n_lines == 1 else 's'} of {self.check_path} "
+                         f"do{'es' if n_lines == 1 else ''} not reproduce")
+        if n_open:
+            parts.append(f"{n_open} measured value{'' if n_open == 1 else 's'} stayed inconclusive")
+        if self.problems:
+            parts.append(f"{len(self.problems)}{' other' if parts else ''} problem{'' if len(self.problems) == 1 else 's'}")
+        return "dumpref check FAILED: " + "; ".join(parts)
 
 
 def _line_of(lines: list[str], nodeid: str, what: str) -> int:

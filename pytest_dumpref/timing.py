@@ -27,7 +27,7 @@ The method, in one place, because a timing claim is only as good as its method:
   in one run and 20,492 us in another).  The worker therefore runs with one arena, blocks
   under 32 MiB from its heap and that heap never trimmed (:data:`ALLOCATOR_ENV`): each call
   reuses the pages of the call before.  Blocks of 32 MiB and more are mapped per call, as
-  glibc always does for them, and the tables' faults per call column shows it.
+  glibc always does for them (the claims state the faults per call).
 * **Bandwidth measured the same way.**  Two calibration kernels are timed in the same
   rounds: a streaming kernel (``y = 2 * x`` over an array the size the plan names: one
   read stream, one write stream) and a dispatch kernel (the same over 8 elements: the
@@ -41,6 +41,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import math
 import os
 import random
 import resource
@@ -51,6 +52,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .claims import measured as measured_cell
+from .provenance import cpu_caches  # noqa: F401 - the claims read the caches through timing
 
 SINGLE_THREAD_XLA_FLAGS = ["--xla_cpu_multi_thread_eigen=false"]
 # glibc's malloc, read when the process starts: one arena for every thread; blocks under
@@ -146,10 +150,16 @@ class VariantTiming:
     flops: float = 0.0
     transcendentals: float = 0.0
     compiled_options: dict = field(default_factory=dict)   # as compiled (A/A copy: + the inert option)
+    wall_samples: list = field(default_factory=list)       # per round, the fastest call's wall-clock seconds
 
     @property
     def median(self) -> float:
         return statistics.median(self.samples)
+
+    @property
+    def noise(self) -> float:
+        """Standard uncertainty (seconds) of :attr:`median`, from the spread of the rounds."""
+        return median_noise(self.samples)
 
     @property
     def spread(self) -> float:
@@ -176,6 +186,20 @@ class TimingResult:
     def difference(self, base: str, other: str) -> float:
         """Median over rounds of the paired difference (seconds per call)."""
         return statistics.median(self.paired_differences(base, other))
+
+    def difference_noise(self, base: str, other: str) -> float:
+        """Standard uncertainty (seconds) of :meth:`difference`, from the rounds' spread."""
+        return median_noise(self.paired_differences(base, other))
+
+    @property
+    def bandwidth_noise(self) -> float:
+        """Standard uncertainty (bytes/s) of :attr:`bandwidth`: its time's, carried over."""
+        seconds = self.difference(DISPATCH, STREAM)
+        return self.bandwidth * self.difference_noise(DISPATCH, STREAM) / seconds
+
+    def predicted_noise(self, extra_bytes: float) -> float:
+        """Standard uncertainty (seconds) of :meth:`predicted_seconds`: the bandwidth's."""
+        return self.predicted_seconds(extra_bytes) * self.bandwidth_noise / self.bandwidth
 
     @property
     def dispatch_seconds(self) -> float:
@@ -207,11 +231,16 @@ class TimingResult:
 
     def table(self) -> list:
         """Rows for evidence.table: one per variant; per round its fastest call, then the
-        median and interquartile range over rounds."""
-        return [{"variant": v.name, "us/call": round(v.median * 1e6, 1),
-                 "IQR over rounds %": round(v.spread * 100, 1), "bytes accessed": int(v.bytes_accessed),
-                 "minor faults/call": round(v.minor_faults_per_call, 2)}
+        median over rounds and its noise (claims.measured: the check judges it by that)."""
+        return [{"variant": v.name, "us/call": measured_cell(v.median * 1e6, v.noise * 1e6),
+                 "bytes accessed": int(v.bytes_accessed)}
                 for v in self.variants.values()]
+
+    def record(self, evidence) -> None:
+        """This run as a claim's evidence: the per-call table (each time with its noise) and
+        the method, in words."""
+        evidence.table(f"per-call times of {self.plan.program}, pinned single thread", self.table())
+        evidence.note("Method: " + self.method() + ".")
 
     def method(self) -> str:
         p = self.plan
@@ -224,9 +253,22 @@ class TimingResult:
                 f"less the dispatch cost of the same kernel over 8 elements")
 
 
-def run_plan(plan: TimingPlan) -> TimingResult:
-    """Run ``plan`` in a pinned, single-threaded subprocess and return its timings."""
+def median_noise(samples: list) -> float:
+    """The standard error of a median of ``samples``: 1.2533 sigma / sqrt(n) (the median's
+    asymptotic efficiency), sigma read from the interquartile range (IQR / 1.349), which the
+    few slow rounds a busy machine leaves do not inflate the way they would a deviation."""
+    if len(samples) < 4:
+        return abs(statistics.median(samples))   # too few rounds to tell: all of it
+    q = statistics.quantiles(samples, n=4)
+    return 1.2533 * ((q[2] - q[0]) / 1.349) / math.sqrt(len(samples))
+
+
+def run_plan(plan: TimingPlan, pythonpath: tuple = ()) -> TimingResult:
+    """Run ``plan`` in a pinned, single-threaded subprocess and return its timings.
+    ``pythonpath``: folders the subprocess imports the plan's programs from."""
     env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), *filter(None, [env.get("PYTHONPATH")])])
     # The caller's flags are kept, except any that set what the method fixes.
     fixed = {f.split("=")[0] for f in SINGLE_THREAD_XLA_FLAGS}
     flags = [f for f in env.get("XLA_FLAGS", "").split() if f.split("=")[0] not in fixed]
@@ -253,6 +295,37 @@ def run_plan(plan: TimingPlan) -> TimingResult:
     variants = {name: VariantTiming(**v) for name, v in raw["variants"].items()}
     return TimingResult(plan=plan, variants=variants, orders=raw["orders"], cpu=raw["cpu"],
                         xla_flags=raw["xla_flags"], jax_version=raw["jax_version"])
+
+
+def aa_name(variant: str) -> str:
+    return f"{variant}, compiled again (A/A)"
+
+
+def time_variants(fn, args, variants: dict, *, aa: bool = True, **plan) -> TimingResult:
+    """Time ``fn`` compiled once per variant (name -> compiler options), with this module's
+    method, on inputs of the shapes and dtypes of ``args`` (filled afresh in the subprocess).
+    ``aa``: the first variant is compiled twice, and the copy is timed too (:func:`aa_name`).
+    ``plan``: further :class:`TimingPlan` fields (rounds, calls_per_round, stream_shape...).
+
+    ``fn`` must be a module-level function of an importable module (the subprocess imports
+    it by name): a claim file's own functions qualify."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    qualname = getattr(fn, "__qualname__", "")
+    if module is None or "<" in qualname or getattr(module, qualname.split(".")[0], None) is None:
+        raise TimingError(f"time_variants: {fn!r} is not a module-level function of an importable module; "
+                          "the timing subprocess imports it by name (define it at the top of a module)")
+    root = Path(inspect.getsourcefile(module) or ".").resolve().parent
+    for _ in range(module.__name__.count(".")):
+        root = root.parent
+    shapes = tuple((str(getattr(a, "dtype", "float32")), tuple(getattr(a, "shape", ()))) for a in args)
+    variants = dict(variants)
+    if not variants:
+        raise TimingError("time_variants: name at least one variant (name -> compiler options)")
+    if aa:
+        first = next(iter(variants))
+        variants[aa_name(first)] = dict(variants[first])
+    tp = TimingPlan(program=f"{module.__name__}:{qualname}", args=shapes, variants=variants, **plan)
+    return run_plan(tp, pythonpath=(root,))
 
 
 def plan_listing(plan: TimingPlan) -> str:
@@ -399,11 +472,14 @@ def statistic_listing(comparisons: list, across: dict | None = None) -> str:
         "      f\"measured <= {ACROSS['aa_limit']:g}: {'holds' if holds else 'does not hold'}\")\n")
     return ("# statistic.py: run it as  python statistic.py < run.json  (plain Python, no jax needed)\n"
             "from __future__ import annotations\n\n"
-            "import json, statistics, sys\n"
+            "import json, math, statistics, sys\n"
             "from dataclasses import dataclass, field\n\n"
             + "\n".join(f"{name} = {globals()[name]!r}" for name in ("STREAM", "DISPATCH", "STREAM_COLD",
                                                                     "ALLOCATOR_ENV"))
             + "\n\n\nclass TimingError(RuntimeError):\n    pass\n\n\n"
+            "def measured_cell(value, noise):   # pytest_dumpref.claims.measured: a cell and its noise\n"
+            "    return {'value': value, 'noise': noise}\n\n\n"
+            + inspect.getsource(median_noise) + "\n\n"
             + inspect.getsource(VariantTiming) + "\n\n" + inspect.getsource(TimingResult)
             + ("\n\n" + inspect.getsource(spearman) if across is not None else "")
             + "\n\n# the comparisons the claim states\nCOMPARISONS = [\n" + rows + "]\n\n"
@@ -433,26 +509,6 @@ def statistic_listing(comparisons: list, across: dict | None = None) -> str:
             "              f\"({c['aa_limit']:g} x predicted): {'holds' if holds else 'does not hold'}\")\n"
             "for row in r.table():   # the per-call table\n"
             "    print(row)\n" + summary)
-
-
-def cpu_caches(cpu: int) -> list:
-    """The data caches of ``cpu`` as Linux reports them (sysfs): level, size in bytes and the
-    CPUs sharing each; empty where sysfs does not say.  Tells a reader at which level of the
-    memory hierarchy a measured "bandwidth" lives."""
-    out = []
-    for d in sorted(Path(f"/sys/devices/system/cpu/cpu{cpu}/cache").glob("index*")):
-        try:
-            kind = (d / "type").read_text().strip()
-            if kind == "Instruction":
-                continue
-            size = (d / "size").read_text().strip()
-            scale = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}.get(size[-1:], 1)
-            out.append({"level": int((d / "level").read_text()), "type": kind,
-                        "bytes": int(size.rstrip("KMG")) * scale,
-                        "shared with CPUs": (d / "shared_cpu_list").read_text().strip()})
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 def plot_prediction(result: TimingResult, base: str, other: str, predicted_seconds: float,
@@ -611,20 +667,26 @@ def _worker(plan: TimingPlan) -> dict:
         """Seconds of each of ``n`` calls; each call finishes before the next starts.  The
         cold stream takes its inputs in turn, so that no call finds its input in cache."""
         compiled, a, _ = kernels[name]
-        times = []
+        times, walls = [], []
         for _ in range(n):
             if name == STREAM_COLD:
                 a = [kernels[STREAM_COLD][1][turn[name] % len(kernels[STREAM_COLD][1])]]
                 turn[name] += 1
-            t0 = time.perf_counter_ns()
+            # The process's CPU time, not the wall clock: on a core it shares with another
+            # process a call of more than a time slice is preempted every time, and its wall
+            # time counts the neighbour's slices; the CPU time this (pinned) process spent
+            # does not.  On a quiet core the two agree to within 1 %.
+            t0, c0 = time.perf_counter_ns(), time.process_time_ns()
             jax.block_until_ready(compiled(*a))
-            times.append((time.perf_counter_ns() - t0) * 1e-9)
-        return times
+            times.append((time.process_time_ns() - c0) * 1e-9)
+            walls.append((time.perf_counter_ns() - t0) * 1e-9)
+        return times, walls
 
     for name in kernels:
         run(name, plan.warmup_calls)
 
     samples = {name: [] for name in kernels}
+    wall_samples = {name: [] for name in kernels}
     faults = {name: 0 for name in kernels}
     orders = []
     shuffle = random.Random(plan.seed)
@@ -635,13 +697,14 @@ def _worker(plan: TimingPlan) -> dict:
         orders.append(order)
         for name in order:
             f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            times = run(name, plan.calls_per_round)
+            times, walls = run(name, plan.calls_per_round)
             faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
             # The round's sample is its fastest call, the one least disturbed by the
             # neighbours.  Under load (load average 4.6 on 2 cores of the Intel Xeon this
             # project first ran on) the median call swung the fusion claim's measured/predicted
             # ratio between 0.92 and 1.65 from run to run; the fastest call kept it within 0.95-0.97.
             samples[name].append(min(times))
+            wall_samples[name].append(min(walls))
 
     calls = plan.rounds * plan.calls_per_round
     variants = {}
@@ -653,7 +716,7 @@ def _worker(plan: TimingPlan) -> dict:
                           "bytes_accessed": float(cost["bytes accessed"]),
                           "flops": float(cost.get("flops", 0.0)),
                           "transcendentals": float(cost.get("transcendentals", 0.0)),
-                          "samples": samples[name],
+                          "samples": samples[name], "wall_samples": wall_samples[name],
                           "minor_faults_per_call": faults[name] / calls,
                           "hlo_text": compiled.as_text()}
     return {"variants": variants, "orders": orders, "cpu": cpu,

@@ -46,10 +46,12 @@ RUN_TO_RUN = {
                        "which may quote measured values",
     "figure image": "a figure's pixels depend on the matplotlib that drew them; the data it plots "
                     "is compared",
+    "counts a run chooses": "a table cell recorded with claims.varies (a benchmark's rounds), shown "
+                            "and not compared",
 }
 # Fields of the machine a run is made on.  A stranger re-proves on their own machine: a
 # difference is reported side by side, before any number, and is not a failure.
-MACHINE = ("chip", "platform", "os", "cpu_count", "python", "jax", "jaxlib", "numpy")
+MACHINE = ("chip", "platform", "os", "cpu_count", "caches", "python", "jax", "jaxlib", "numpy")
 
 
 class WriteupError(ValueError):
@@ -63,11 +65,13 @@ class Slot:
     """A span of a line whose text may differ between runs, and how."""
     start: int
     end: int
-    rule: str                      # "measured" | "machine" | "varies"
-    value: Any = None              # measured: the number rendered in the span
+    rule: str                      # "measured" | "bound" | "machine" | "varies"
+    value: Any = None              # measured, bound: the number rendered in the span
     rel: float | None = None       # measured: relative tolerance
     abs: float | None = None       # measured: absolute tolerance
     what: str = ""                 # for messages: "number 'time'", "chip", "commit"
+    noise: float | None = None     # measured: the run's noise (one sigma); judged by measured.judge
+    bound: tuple | None = None     # bound: (operator, limit)
 
 
 @dataclass
@@ -87,6 +91,8 @@ class Var:
     rel: float | None = None
     abs: float | None = None
     what: str = ""
+    noise: float | None = None
+    bound: tuple | None = None
 
 
 class _Out:
@@ -99,7 +105,8 @@ class _Out:
         text, slots = "", []
         for p in pieces:
             if isinstance(p, Var):
-                slots.append(Slot(len(text), len(text) + len(p.text), p.rule, p.value, p.rel, p.abs, p.what))
+                slots.append(Slot(len(text), len(text) + len(p.text), p.rule, p.value, p.rel, p.abs, p.what,
+                                  p.noise, p.bound))
                 text += p.text
             else:
                 text += str(p)
@@ -134,6 +141,23 @@ def format_number(value, unit: str | None) -> str:
     if unit == "B" and isinstance(value, (int, float)) and abs(value) >= 1024:
         return f"{text} B ({_binary(value)})"
     return f"{text} {unit}" if unit else text
+
+
+def noise_text(noise: float) -> str:
+    """A noise as a reader reads it: two significant digits (``12``, ``0.034``), whole from 100."""
+    return f"{noise:,.0f}" if abs(noise) >= 100 else f"{noise:.2g}"
+
+
+def measured_text(value, noise: float, unit: str | None) -> str:
+    """``350.5 ± 12 us``: a measured value and its noise, the unit once."""
+    v = f"{value:,}" if isinstance(value, int) else _float_text(value)
+    return f"{v} ± {noise_text(noise)}" + (f" {unit}" if unit else "")
+
+
+def bound_text(bound) -> str:
+    from .measured import BOUND_SIGNS
+    op, limit = bound
+    return f"{BOUND_SIGNS[op]} {_float_text(limit) if isinstance(limit, float) else limit}"
 
 
 def _binary(n: float) -> str:
@@ -174,6 +198,10 @@ def prose(text: str) -> str:
 def _md_cell(v) -> str:
     if v is None:
         return ""
+    if isinstance(v, dict) and "noise" in v:
+        return measured_text(v["value"], v["noise"], None)
+    if isinstance(v, dict) and ("bound" in v or "varies" in v):
+        v = v["value"]
     if isinstance(v, float):
         v = _float_text(v)
     elif isinstance(v, int) and not isinstance(v, bool):
@@ -183,7 +211,13 @@ def _md_cell(v) -> str:
 
 
 def _tolerance_var(text: str, value, tol: dict | None, what: str):
-    """A cell or value: measured (a Var) when it carries a tolerance and is a number."""
+    """A cell or value: measured (a Var) when it carries noise, a bound or a tolerance."""
+    if isinstance(value, dict) and "noise" in value:
+        return Var(text, "measured", value["value"], what=what, noise=value["noise"])
+    if isinstance(value, dict) and "bound" in value:
+        return Var(text, "bound", value["value"], what=what, bound=tuple(value["bound"]))
+    if isinstance(value, dict) and "varies" in value:
+        return Var(text, "varies", what=what)
     if tol and isinstance(value, (int, float)) and not isinstance(value, bool):
         return Var(text, "measured", value, tol.get("rel"), tol.get("abs"), what)
     return text
@@ -360,12 +394,21 @@ def _numbers(out: _Out, numbers: list[dict]) -> None:
         out.add("| number | value | tolerance |")
         out.add("|---|---|---|")
         for n in numbers:
-            tol = n.get("effective_tolerance")
-            value = format_number(n["value"], n.get("unit"))
-            value = _tolerance_var(value, n["value"], {"rel": tol} if tol is not None else None,
-                                   f"number {n['name']!r}")
-            out.add(f"| {_md_cell(n['name'])} | ", value, " | ",
-                    "exact" if tol is None else f"±{tol:.0%}", " |")
+            what = f"number {n['name']!r}"
+            if n.get("noise") is not None:
+                value = Var(measured_text(n["value"], n["noise"], n.get("unit")), "measured", n["value"],
+                            what=what, noise=n["noise"])
+                how = "measured (± its noise)"
+            elif n.get("bound") is not None:
+                value = Var(format_number(n["value"], n.get("unit")), "bound", n["value"], what=what,
+                            bound=tuple(n["bound"]))
+                how = "bound " + bound_text(n["bound"]) + (f" {n['unit']}" if n.get("unit") else "")
+            else:
+                tol = n.get("effective_tolerance")
+                value = _tolerance_var(format_number(n["value"], n.get("unit")), n["value"],
+                                       {"rel": tol} if tol is not None else None, what)
+                how = "exact" if tol is None else f"±{tol:.0%}"
+            out.add(f"| {_md_cell(n['name'])} | ", value, " | ", how, " |")
     if len(numbers) > NUMBERS_FOLD:
         _folded(out, f"all {len(numbers)} numbers of this claim", body)
     else:
@@ -510,10 +553,14 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
         out.text(config.intro.strip())
         out.blank()
     out.where = "title"
-    out.add(f"{len(passed)} claims established, {len(not_established)} not established. Every "
+    out.add(f"{_count(len(passed), 'claim')} established, {len(not_established)} not established. Every "
             "number below was computed by the test named under it, in the run that wrote this "
             "file; `--dumpref-check` re-runs them and compares.")
     out.blank()
+    if any(_judged(i) for r in passed for i in r["evidence"]):
+        out.add(config.measured.sentence() + " A tolerance written ±N% beside a number lets a "
+                "re-run differ from it by N % of its value.")
+        out.blank()
 
     out.where = "contents"
     out.add("## Contents")
@@ -583,6 +630,18 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
     return _tight(out.lines)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _judged(item: dict) -> bool:
+    """Whether an item holds a value the check judges by noise, bound or tolerance."""
+    if item["kind"] == "number":
+        return any(item.get(k) is not None for k in ("noise", "bound", "effective_tolerance"))
+    cells = [c for r in item.get("rows") or [] for c in r]
+    return bool(item.get("tolerances")) or any(isinstance(c, dict) for c in cells)
+
+
 def _tight(lines: list[Line]) -> list[Line]:
     """Drop the blank lines GitHub does not need: between two folded blocks (a blank line after
     </details> is needed before Markdown, not before another <details>)."""
@@ -614,7 +673,8 @@ def _environment(out: _Out, records, environment: dict, config: DumprefConfig, r
     out.blank()
     out.add("| environment | of the run that wrote this file |")
     out.add("|---|---|")
-    for k in ("chip", "platform", "jax", "jaxlib", "numpy", "python", "os", "cpu_count", "XLA_FLAGS", "commit", "dirty"):
+    for k in ("chip", "platform", "jax", "jaxlib", "numpy", "python", "os", "cpu_count", "caches", "XLA_FLAGS",
+              "commit", "dirty"):
         text = _md_cell(environment.get(k)) or "(not set)"  # an empty cell read as a rendering fault
         rule = "machine" if k in MACHINE else "varies" if k in RUN_TO_RUN else None
         out.add(f"| {k} | ", Var(text, rule, what=k) if rule else text, " |")
@@ -630,8 +690,8 @@ def _environment(out: _Out, records, environment: dict, config: DumprefConfig, r
                   "Every command below runs in the environment that set-up made, activated. ")
     out.add(f"{setup}From the project's root folder, re-prove this whole file with "
             f"`{reprove_command(records, config, report_name, 'dumpref-check')}`: it renders the "
-            "file afresh and compares it line by line, every number within the tolerance shown "
-            "beside it. Under each claim, `Reproduce:` re-runs that claim alone against this file, "
+            "file afresh and compares it line by line, each number as the column beside it says "
+            "(exact, a tolerance, a bound, or measured and judged by its noise). Under each claim, `Reproduce:` re-runs that claim alone against this file, "
             "prints each of its numbers beside the write-up's, and leaves the claim's evidence "
             f"(dump folders) in a folder of its own under `{EVIDENCE_DIR}/`, at the paths shown "
             "with its files. Re-render this file with "

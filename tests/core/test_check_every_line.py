@@ -67,7 +67,7 @@ def _check(pytester):
 def test_a_clean_rerender_on_the_same_machine_passes(rendered):
     res = _check(rendered)
     assert res.ret == 0, res.stdout.str()
-    res.stdout.fnmatch_lines(["dumpref: every line of writeup.md reproduces (1 claims ran)"])
+    res.stdout.fnmatch_lines(["dumpref: every line of writeup.md reproduces (1 claim ran)"])
 
 
 @pytest.mark.parametrize("old, new", [
@@ -87,7 +87,7 @@ def test_a_clean_rerender_on_the_same_machine_passes(rendered):
 def test_each_hand_edit_fails_the_check_naming_the_line(rendered, old, new):
     path = rendered.path / "writeup.md"
     if old == "2 claims established":
-        old, new = "1 claims established", "2 claims established"
+        old, new = "1 claim established", "2 claims established"
     line = _edit(path, old, new)
     res = _check(rendered)
     assert res.ret == pytest.ExitCode.TESTS_FAILED

@@ -63,10 +63,10 @@ def test_the_printed_commands_run_as_printed(foreign, kind):
     assert res.ret == 0, res.stdout.str() + res.stderr.str()
     if kind == "reproduce":
         res.stdout.fnmatch_lines(["  gelu(0): 0.0  (write-up: 0.0)",
-                                  "*every line of docs/gelu.md reproduces (1 claims ran)*"])
+                                  "*every line of docs/gelu.md reproduces (1 claim ran)*"])
         assert (foreign.path / "dumpref-evidence" / "test_gelu_at_zero").is_dir()
     elif kind == "reprove":
-        res.stdout.fnmatch_lines(["*every line of docs/gelu.md reproduces (1 claims ran)*"])
+        res.stdout.fnmatch_lines(["*every line of docs/gelu.md reproduces (1 claim ran)*"])
 
 
 def test_the_study_marker_selects_the_claims_when_configured(foreign):

@@ -1,0 +1,113 @@
+"""How ``--dumpref-check`` judges a measured value: by the noise both runs measured.
+
+A measured number carries its *noise*: the standard uncertainty (one sigma, in the value's
+own unit) that the run which measured it estimated from its own data (the spread of its
+rounds, an A/A control).  Two runs of one machine also differ by more than either run's
+rounds show (placement of pages and code, frequency, neighbours); that part cannot be seen
+from inside one run, so a relative ``floor`` stands for it and is stated in every write-up.
+
+With ``u = sqrt((noise / value)**2 + floor**2)`` for each side and ``s = sqrt(u_file**2 +
+u_run**2)``, a re-run is
+
+- **incompatible** when the two values differ by more than ``sigmas * s`` (on a log scale
+  for values of one sign, since a time that doubles and one that halves are equally wrong);
+- **inconclusive** when they do not, but ``sigmas * s`` is wider than a factor of
+  ``resolution``: the noise is too large to tell the written value from its double or half,
+  so a pass would say nothing (the check then re-runs the claim in a fresh process);
+- **compatible** otherwise.
+
+A *bound* is different: a figure the claim asserts to be under (or over) a limit (an error
+against a reference, a noise level) is checked against that limit, in the file and in the
+run, not against the last run's value.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+COMPATIBLE, INCOMPATIBLE, INCONCLUSIVE = "compatible", "incompatible", "inconclusive"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The judgement's constants, from ``[tool.dumpref.measured]``."""
+    # Two sigmas, with a floor of 20 %: two runs that see no noise of their own may differ by
+    # a factor of exp(2 * sqrt(2) * 0.2) = 1.76 and still agree, and a value doubled or
+    # halved (a factor of 2) is told apart.  The floor is what one machine showed between
+    # runs minutes apart while other work loaded it: a 44 us kernel measured 45 us in one run
+    # and 79 us in the next (its A/A copy within 2 % of it in each), the load average 4 on
+    # 2 cores.
+    sigmas: float = 2.0        # how many combined sigmas two values may differ by
+    floor: float = 0.20        # relative run-to-run noise that no single run can see
+    resolution: float = 2.0    # the check must be able to tell a value from this factor of it
+    reruns: int = 2            # fresh-process re-runs of a claim whose check is inconclusive
+
+    def sentence(self) -> str:
+        return (f"A measured value is shown as *value ± noise*, the noise being the run's own "
+                f"estimate of its standard uncertainty (the spread of its rounds, its A/A control). "
+                f"`--dumpref-check` passes a re-run when it lies within {self.sigmas:g} combined "
+                f"sigmas of the written value, each side's sigma being its noise and a further "
+                f"{self.floor:.0%} for the run-to-run drift no single run can see; it fails one "
+                f"that lies further; and when those sigmas are too wide to tell a value from "
+                f"{self.resolution:g} times or 1/{self.resolution:g} of it, the comparison is "
+                f"inconclusive, the claim is re-run in a fresh process (up to {self.reruns} times) "
+                f"and a comparison that stays inconclusive fails as such. A value marked with a "
+                f"bound (≤ or ≥) is checked against its bound, not against this run's value.")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str               # COMPATIBLE | INCOMPATIBLE | INCONCLUSIVE
+    sigma: float               # combined (relative on the log scale, else absolute) sigma
+    distance: float            # |difference| in the same scale
+
+    @property
+    def used(self) -> float:
+        """The share of the allowed distance the difference used (0..1+)."""
+        return self.distance / self.sigma if self.sigma else (0.0 if not self.distance else math.inf)
+
+
+def judge(written: float, written_noise: float, now: float, now_noise: float,
+          rule: Rule = Rule()) -> Verdict:
+    """The verdict on a re-run value ``now`` against the ``written`` one."""
+    written_noise, now_noise = abs(written_noise), abs(now_noise)
+    if written == now:
+        return Verdict(COMPATIBLE, 0.0, 0.0)
+    if written * now > 0:   # one sign: a factor is what matters
+        u_w = math.hypot(written_noise / abs(written), rule.floor)
+        u_n = math.hypot(now_noise / abs(now), rule.floor)
+        sigma = math.hypot(u_w, u_n)
+        distance = abs(math.log(now / written))
+        wide = rule.sigmas * sigma > math.log(rule.resolution)
+    else:                   # zero or a change of sign: on the linear scale
+        scale = max(abs(written), abs(now))
+        sigma = math.sqrt(written_noise ** 2 + now_noise ** 2 + 2 * (rule.floor * scale) ** 2)
+        distance = abs(now - written)
+        wide = rule.sigmas * sigma > (rule.resolution - 1) * scale
+    if distance > rule.sigmas * sigma:
+        return Verdict(INCOMPATIBLE, rule.sigmas * sigma, distance)
+    return Verdict(INCONCLUSIVE if wide else COMPATIBLE, rule.sigmas * sigma, distance)
+
+
+BOUND_OPS = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b,
+             "<": lambda v, b: v < b, ">": lambda v, b: v > b}
+BOUND_SIGNS = {"<=": "≤", ">=": "≥", "<": "<", ">": ">"}
+
+
+def parse_bound(what: str, bound) -> tuple[str, float]:
+    """``("<=", 1e-5)`` or ``{"max": 1e-5}`` / ``{"min": 0}``: (operator, limit)."""
+    if isinstance(bound, dict) and len(bound) == 1 and next(iter(bound)) in ("max", "min"):
+        key, limit = next(iter(bound.items()))
+        op = "<=" if key == "max" else ">="
+    elif isinstance(bound, (tuple, list)) and len(bound) == 2 and bound[0] in BOUND_OPS:
+        op, limit = bound
+    else:
+        raise ValueError(f"{what}: a bound is ('<=', limit), ('>=', limit), ('<', limit), ('>', limit), "
+                         f"{{'max': limit}} or {{'min': limit}}; got {bound!r}")
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit):
+        raise ValueError(f"{what}: a bound's limit must be a finite number, got {limit!r}")
+    return op, float(limit)
+
+
+def within_bound(value: float, op: str, limit: float) -> bool:
+    return BOUND_OPS[op](value, limit)
