@@ -18,6 +18,8 @@ EXIT_BAD_INPUT = 2
 def register(subparsers) -> None:
     _register_traffic(subparsers)
     _register_tour(subparsers)
+    from .calibrate import register_cli   # calibrate, cost: the kernel cost model
+    register_cli(subparsers)
 
 
 def _fail(message: str) -> int:

@@ -1,0 +1,429 @@
+"""This machine's rates for the kernel cost model (``cost_model.py``), measured once.
+
+``calibrate()`` times a set of micro-kernels in one run of ``pytest_dumpref.timing``'s pinned,
+single-threaded, interleaved worker (the same method, the same malloc settings and the same
+process setup as the timing claims, so that the rates are those the timed programs run at),
+and turns the times into the rates of :class:`cost_model.Rates`:
+
+* **dispatch**: ``timing``'s 8-element kernel is the cost of a call that PJRT's CPU client
+  runs on the calling thread.  A program with more than a few hundred flops is handed to
+  its worker thread instead, which on one pinned core costs a thread switch: ``x * 2`` over
+  256 elements took 6 us a call, over 1,024 elements 15 us, while ``exp`` (0 flops in XLA's
+  count, transcendentals only) over 16,384 elements stayed near the 8-element kernel's time
+  plus its exps.  ``async dispatch`` is ``x * 2`` over 2,048 elements.
+* **launch**: one more kernel in a program: a chain of 16 unfused elementwise kernels over
+  f32[4, 1024] against the same chain fused into one (all in L1).
+* **the memory curve**: ``y = 2 * x`` over f32[rows, 1024] at rows 16 to 4096.  Called again
+  and again on the same input, each byte it reads or writes was last touched 2 x (array
+  bytes) ago: the point ``(reuse distance 2s, seconds per byte)``.  Reads and writes cost the
+  same per byte at the same reuse distance within the measurements' noise (a write-only
+  broadcast and a two-input multiply, timed in the same rounds, are the model's check
+  kernels, printed by ``calibrate``), so one curve serves both.  Beyond the largest point the
+  curve takes the cold stream's rate (``timing``'s stream over 32 arrays in turn: inputs
+  never in cache).
+* **page faults**: a 32 MiB broadcast (glibc maps blocks of 32 MiB and more afresh each
+  call, ``timing.ALLOCATOR_ENV``): its time beyond the curve's, per 4 KiB page.
+* **compute**: per element and operation class, from kernels made compute-bound by
+  chaining the class's operation over an L2-resident f32[128, 1024] (cheap float ops,
+  compare/select, integer ops) or by the operation's own cost (exp, tanh, log, divide,
+  sqrt, rsqrt); the library kernels XLA:CPU calls (YNNPACK reductions, dot, convolution)
+  per element reduced or per flop.
+
+Nothing here imports pytest.  The micro-kernels are the module's ``k_*`` functions, so the
+worker (a fresh interpreter) imports them by name.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+from . import cost_model
+
+F32 = "float32"
+ME = "pytest_dumpref.xla.calibrate"
+ROW = 1024                                    # every calibration array is f32[rows, 1024]
+CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
+COMPUTE_ROWS = 128                            # 512 KiB an array: input and output in L2 (1 MiB)
+CHECK_ROWS = (256, 1024, 2048)
+FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
+ASYNC_ELEMENTS = 2048
+CHAIN = 16
+
+
+# ---- the micro-kernels (run in the timing worker) -------------------------------------------
+
+def k_scale(x):
+    return x * 2.0
+
+
+def k_fill(v):
+    import jax.numpy as jnp
+    return jnp.broadcast_to(v[:, None], (v.shape[0], ROW)) + 0.0
+
+
+def k_mul(x, y):
+    return x * y
+
+
+def k_cheap(x):
+    for _ in range(16):                       # 32 float ops an element, nothing to fold
+        x = x * 1.0001 + 0.5
+    return x
+
+
+def k_chain(x):
+    """16 dependent elementwise ops: 16 kernels when the fusion passes are off."""
+    for k in range(CHAIN):
+        x = x * 1.0001 if k % 2 else x + 0.5
+    return x
+
+
+def k_exp(x):
+    import jax.numpy as jnp
+    return jnp.exp(x)
+
+
+def k_tanh(x):
+    import jax.numpy as jnp
+    return jnp.tanh(x)
+
+
+def k_log(x):
+    import jax.numpy as jnp
+    return jnp.log(jnp.abs(x) + 1.0)          # abs and add: 2 cheap ops beside the log
+
+
+def k_divide(x, y):
+    return x / y
+
+
+def k_sqrt(x):
+    import jax.numpy as jnp
+    return jnp.sqrt(jnp.abs(x))               # abs: 1 cheap op
+
+
+def k_rsqrt(x):
+    import jax
+    import jax.numpy as jnp
+    return jax.lax.rsqrt(jnp.abs(x) + 1.0)    # abs, add: 2 cheap ops
+
+
+def k_select(x, y):
+    import jax.numpy as jnp
+    for k in range(8):                        # 8 compare + 8 select an element
+        x = jnp.where(x > y, y, x) if k % 2 else jnp.where(y > x, x, y)
+    return x
+
+
+def k_integer(x, y):
+    for _ in range(4):                        # 3 integer ops each: 12 an element
+        x = (x * 3 + y) ^ y
+    return x
+
+
+def k_rowsum(x):
+    import jax.numpy as jnp
+    return jnp.sum(x, axis=1)
+
+
+def k_colsum(x):
+    import jax.numpy as jnp
+    return jnp.sum(x, axis=0)
+
+
+def k_dot(a, b):
+    return a @ b
+
+
+def k_conv(x, w):
+    import jax
+    return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def _rows(n):
+    return (F32, (n, ROW))
+
+
+def _variants() -> dict:
+    """variant name -> (program, args, compiler options)."""
+    v = {}
+    for r in CURVE_ROWS:
+        v[f"stream {r}"] = ("k_scale", (_rows(r),), {})
+    for r in CHECK_ROWS:
+        v[f"fill {r}"] = ("k_fill", ((F32, (r,)),), {})
+        v[f"mul {r}"] = ("k_mul", (_rows(r), _rows(r)), {})
+        v[f"exp {r}"] = ("k_exp", (_rows(r),), {})
+        v[f"cheap {r}"] = ("k_cheap", (_rows(r),), {})
+    v[f"fill {FAULT_ROWS}"] = ("k_fill", ((F32, (FAULT_ROWS,)),), {})
+    v["async dispatch"] = ("k_scale", ((F32, (ASYNC_ELEMENTS,)),), {})
+    v["chain fused"] = ("k_chain", ((F32, (4, ROW)),), {})
+    v["chain unfused"] = ("k_chain", ((F32, (4, ROW)),),
+                          {"xla_disable_hlo_passes": "fusion,fusion-wrapper,dot-library-rewriter"})
+    c = _rows(COMPUTE_ROWS)
+    for name, args in (("cheap", (c,)), ("exp", (c,)), ("tanh", (c,)), ("log", (c,)), ("divide", (c, c)),
+                       ("sqrt", (c,)), ("rsqrt", (c,)), ("select", (c, c)),
+                       ("integer", (("int32", (COMPUTE_ROWS, ROW)),) * 2), ("rowsum", (c,)), ("colsum", (c,))):
+        v[f"compute {name}"] = (f"k_{name}", args, {})
+    v["compute dot"] = ("k_dot", ((F32, (512, 512)), (F32, (512, 512))), {})
+    v["compute conv"] = ("k_conv", ((F32, (4, 32, 32, 64)), (F32, (3, 3, 64, 64))), {})
+    return v
+
+
+def plan_variants() -> tuple:
+    """``(variants, programs)`` of the calibration kernels, to merge into a ``TimingPlan``
+    of one's own: the rates are then measured in the same rounds as the programs they
+    predict, under the same load (``rates_from`` reads them from that run's result)."""
+    variants = _variants()
+    return ({k: o for k, (_, _, o) in variants.items()},
+            {k: (f"{ME}:{p}", a) for k, (p, a, _) in variants.items()})
+
+
+def plan(rounds: int = 10, calls_per_round: int = 5, seed: int = 0, *, variants: dict | None = None,
+         programs: dict | None = None, timeout_s: float = 120):
+    """A ``TimingPlan`` of the calibration kernels (with ``cold_stream``), plus any
+    ``variants`` / ``programs`` of the caller's, timed in the same interleaved rounds."""
+    from ..timing import TimingPlan
+    cv, cp = plan_variants()
+    first = next(iter(cp.values()))
+    return TimingPlan(program=first[0], args=first[1],
+                      variants={**cv, **(variants or {})}, programs={**cp, **(programs or {})},
+                      stream_shape=(1024, ROW), rounds=rounds, calls_per_round=calls_per_round,
+                      warmup_calls=3, seed=seed, cold_stream=True, timeout_s=timeout_s)
+
+
+# ---- from times to rates --------------------------------------------------------------------
+
+def _census(hlo_text: str) -> "cost_model.ProgramCost":
+    """The model's own view of a calibration kernel (its kernels, op counts, accesses)."""
+    return cost_model.analyse(hlo_text, buffer_assignment_text=None, source="calibration kernel")
+
+
+def rates_from(result) -> "cost_model.Rates":
+    """Rates from a ``TimingResult`` of :func:`plan`."""
+    from .. import timing
+
+    v = result.variants
+    med = {k: x.median for k, x in v.items()}
+    inline = med[timing.DISPATCH]
+    async_ = med["async dispatch"]
+    curve = []
+    for r in CURVE_ROWS:
+        s = 4 * r * ROW
+        curve.append((2.0 * s, max(med[f"stream {r}"] - async_, 1e-9) / (2.0 * s)))
+    base = cost_model.Rates(dispatch_inline_s=inline, dispatch_async_s=async_, launch_s=0.0,
+                            curve=curve, cold_s_per_byte=0.0, fault_s=0.0, compute={})
+    # the cold stream reads an input last touched 32 calls ago (timing.COLD_INPUT_BYTES of
+    # other inputs since) and writes an output last touched one call ago (8 MiB since)
+    half = 4.0 * 1024 * ROW
+    n_cold = max(2, min(256, timing.COLD_INPUT_BYTES // int(half)))
+    write = half * base.seconds_per_byte(2 * half)
+    cold = max((med[timing.STREAM_COLD] - async_ - write) / half, curve[-1][1])
+    base.cold_s_per_byte = cold
+    base.curve = curve + [((n_cold + 1) * half, cold)]
+    # launch: the unfused chain's extra kernels, less their (tiny, L1) bodies
+    chain_u = _census(v["chain unfused"].hlo_text)
+    chain_f = _census(v["chain fused"].hlo_text)
+    extra_k = len(chain_u.kernels) - len(chain_f.kernels)
+    body_u = sum(base.memory_seconds(k) for k in chain_u.kernels)
+    body_f = sum(base.memory_seconds(k) for k in chain_f.kernels)
+    launch = max(0.0, (med["chain unfused"] - med["chain fused"] - (body_u - body_f)) / max(extra_k, 1))
+    base.launch_s = launch
+    # page faults of a block mapped afresh each call
+    big = _census(v[f"fill {FAULT_ROWS}"].hlo_text)
+    pages = FAULT_ROWS * ROW * 4 / 4096
+    base.fault_s = max(0.0, (med[f"fill {FAULT_ROWS}"] - async_ - sum(base.memory_seconds(k) for k in big.kernels))
+                       / pages)
+    # compute, per element and class: the kernel's time less what its other classes cost
+    compute = {}
+    order = ["cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
+             "reduce (across rows)", "dot", "convolution"]
+    names = {"reduce": "rowsum", "reduce (across rows)": "colsum", "convolution": "conv"}
+    for cls in order:
+        prog = _census(v[f"compute {names.get(cls, cls)}"].hlo_text)
+        counts = {}
+        for k in prog.kernels:
+            for c, n in k.ops.items():
+                counts[c] = counts.get(c, 0) + n
+        others = sum(n * compute[c] for c, n in counts.items() if c != cls and c in compute)
+        if counts.get(cls, 0) <= 0:
+            raise RuntimeError(f"calibration kernel for {cls!r} has no {cls} operation: {counts}")
+        body = med[f"compute {names.get(cls, cls)}"] - async_
+        compute[cls] = max(body - others, 1e-12) / counts[cls]
+    base.compute = compute
+    return base
+
+
+def check_rows(result, rates: "cost_model.Rates") -> list:
+    """The check kernels (not used to fit): measured against predicted, per kernel."""
+    rows = []
+    for name, x in result.variants.items():
+        if not name.split()[0] in ("fill", "mul", "exp", "cheap") or name.startswith("compute"):
+            continue
+        pred = cost_model.predict_text(x.hlo_text, None, rates, source=name).total_s
+        rows.append({"kernel": name, "measured us": round(x.median * 1e6, 1),
+                     "predicted us": round(pred * 1e6, 1), "measured/predicted": round(x.median / pred, 3)})
+    return rows
+
+
+def machine_info() -> dict:
+    from ..timing import cpu_caches
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cpus = sorted(os.sched_getaffinity(0))
+    return {"cpu": model, "caches": cpu_caches(cpus[-1]), "load average": list(os.getloadavg())}
+
+
+def calibrate(rounds: int = 10, calls_per_round: int = 5) -> tuple:
+    """Measure this machine's rates: ``(Rates, check rows, seconds it took)``."""
+    from ..timing import run_plan
+    t0 = time.perf_counter()
+    result = run_plan(plan(rounds, calls_per_round))
+    rates = rates_from(result)
+    rates.machine = dict(machine_info(), **{"jax": result.jax_version, "xla_flags": result.xla_flags,
+                                           "pinned cpu": result.cpu})
+    checks = check_rows(result, rates)
+    rates.checks = checks
+    return rates, checks, time.perf_counter() - t0
+
+
+def save(rates: "cost_model.Rates", path) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(rates.to_json(), indent=1) + "\n")
+    return path
+
+
+def _median(xs):
+    return statistics.median(xs)
+
+
+# ---- a program's optimized module and buffer assignment, for the model -----------------------
+
+def optimized_files(folder) -> tuple:
+    """(optimized HLO text, buffer-assignment text) of the one module dumped in ``folder``."""
+    folder = Path(folder)
+    mods = sorted(folder.glob("*after_optimizations.txt"))
+    if len(mods) != 1:
+        raise ValueError(f"{folder}: expected one '*after_optimizations.txt', found {len(mods)}")
+    ba = mods[0].with_name(mods[0].name[:-len(".txt")] + "-buffer-assignment.txt")
+    return mods[0].read_text(), (ba.read_text() if ba.is_file() else None)
+
+
+def dump_optimized(fn, args, folder, options: dict | None = None) -> tuple:
+    """Compile ``fn`` on ``args`` with jax, dumping its optimized module and buffer assignment
+    into ``folder``; returns ``optimized_files(folder)``."""
+    import jax
+    opts = dict(options or {}, xla_dump_to=str(folder), xla_dump_hlo_as_text=True,
+                xla_dump_hlo_module_re=".*")
+    jax.jit(fn).lower(*args).compile(compiler_options=opts)
+    return optimized_files(folder)
+
+
+# ---- command line: ``calibrate`` and ``cost`` ------------------------------------------------
+
+DEFAULT_RATES = "dumpref-rates.json"
+
+
+def register_cli(subparsers) -> None:
+    """The ``calibrate`` and ``cost`` subcommands (``xla/cli.py`` registers them)."""
+    p = subparsers.add_parser(
+        "calibrate", help="measure this machine's rates for the kernel cost model (about 10-30 s)",
+        description="Times the cost model's micro-kernels in pytest_dumpref.timing's pinned, "
+                    "single-threaded, interleaved worker and saves the rates as JSON.")
+    p.add_argument("--out", default=DEFAULT_RATES, metavar="FILE",
+                   help=f"where to write the rates (default: {DEFAULT_RATES})")
+    p.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default: 10)")
+    p.set_defaults(run=run_calibrate)
+    p = subparsers.add_parser(
+        "cost", help="predicted time of each kernel of optimized HLO modules",
+        description="Each kernel's predicted time, its regime (the memory level or the operation "
+                    "class that bounds it) and the program's total, at the rates of --rates. "
+                    "A kernel the model has no rate for is named and the file fails (exit 2).")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="*.cpu_after_optimizations.txt files; the '-buffer-assignment.txt' beside "
+                        "each is used when present")
+    p.add_argument("--rates", metavar="FILE",
+                   help=f"rates from 'calibrate' (default: {DEFAULT_RATES} if it exists, else "
+                        "calibrate now)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line and file")
+    p.set_defaults(run=run_cost)
+
+
+def _print_rates(rates, seconds: float) -> None:
+    print(f"calibrated in {seconds:.1f} s on {rates.machine.get('cpu', '?')} "
+          f"(load average {', '.join(f'{x:.2f}' for x in rates.machine.get('load average', []))})")
+    print(f"dispatch: {rates.dispatch_inline_s * 1e6:.1f} us inline, {rates.dispatch_async_s * 1e6:.1f} us on "
+          f"the worker thread; launch {rates.launch_s * 1e6:.2f} us a kernel; page fault {rates.fault_s * 1e6:.2f} us")
+    print("memory, by reuse distance: " + ", ".join(
+        f"{d / 2 ** 20:g} MiB {c * 1e12:.1f} ps/B" for d, c in rates.curve))
+    print("compute: " + ", ".join(f"{k} {v * 1e12:.2f} ps" for k, v in rates.compute.items())
+          + " (per element; dot and convolution per flop)")
+    for row in rates.checks:
+        print(f"  check {row['kernel']:<12} measured {row['measured us']:9.1f} us, predicted "
+              f"{row['predicted us']:9.1f} us ({row['measured/predicted']:.3f})")
+
+
+def run_calibrate(args) -> int:
+    import sys
+    from ..timing import TimingError
+    try:
+        rates, _, seconds = calibrate(rounds=args.rounds)
+    except TimingError as e:
+        print(f"error: calibration failed: {e}", file=sys.stderr)
+        return 2
+    save(rates, args.out)
+    _print_rates(rates, seconds)
+    print(f"rates written to {args.out}")
+    return 0
+
+
+def run_cost(args) -> int:
+    import sys
+    path = args.rates or (DEFAULT_RATES if Path(DEFAULT_RATES).is_file() else None)
+    if path:
+        try:
+            rates = cost_model.Rates.load(path)
+        except (OSError, ValueError, TypeError, KeyError) as e:
+            print(f"error: {path}: not a rates file from 'calibrate' ({e})", file=sys.stderr)
+            return 2
+    else:
+        print("no rates file: calibrating now (save them with 'calibrate')", file=sys.stderr)
+        rates, _, _ = calibrate()
+    failed = 0
+    for f in args.files:
+        f = Path(f)
+        try:
+            text = f.read_text()
+            ba = f.with_name(f.name[:-len(".txt")] + "-buffer-assignment.txt") if f.suffix == ".txt" else None
+            ba_text = ba.read_text() if ba is not None and ba.is_file() else None
+            pred = cost_model.predict_text(text, ba_text, rates, source=str(f))
+        except (OSError, UnicodeDecodeError) as e:
+            failed += 1
+            print(f"error: {f}: cannot read: {e}", file=sys.stderr)
+            continue
+        except ValueError as e:      # CostModelError and HloParseError are ValueErrors
+            failed += 1
+            msg = str(e)
+            print(f"error: {msg if msg.startswith(str(f)) else f'{f}: {msg}'}", file=sys.stderr)
+            if args.json:
+                print(json.dumps({"file": str(f), "error": msg}))
+            continue
+        if args.json:
+            print(json.dumps(dict(pred.as_dict(), file=str(f), buffer_assignment=ba_text is not None)))
+            continue
+        print(f"{f}: {pred.module}, {len(pred.kernels)} kernels"
+              + ("" if ba_text is not None else " (no buffer assignment: one buffer per instruction)"))
+        print(f"  {'kernel':<36} {'kind':<8} {'us':>9} {'memory':>9} {'compute':>9}  regime")
+        for k in pred.kernels:
+            print(f"  {k.name:<36} {k.kind:<8} {k.seconds * 1e6:9.1f} {k.memory_s * 1e6:9.1f} "
+                  f"{k.compute_s * 1e6:9.1f}  {k.regime}")
+        print(f"  total {pred.total_s * 1e6:.1f} us (dispatch {pred.dispatch_s * 1e6:.1f} us)")
+    return 2 if failed else 0
