@@ -269,7 +269,7 @@ def check_rows(result, rates: "cost_model.Rates") -> list:
 
 
 def machine_info() -> dict:
-    from ..timing import cpu_caches
+    from ..provenance import cpu_caches
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

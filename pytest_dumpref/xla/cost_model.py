@@ -74,7 +74,7 @@ __all__ = ["Rates", "Kernel", "ProgramCost", "Prediction", "CostModelError", "an
 # Large blocks are mapped per call by glibc at and above this size (timing.ALLOCATOR_ENV).
 MMAP_BYTES = 32 * 2 ** 20
 PAGE = 4096
-# Below this many operations a program ran on the calling thread (see the module docstring).
+# Below this many flops a program ran on the calling thread (see the module docstring).
 ASYNC_MIN_OPS = 1024
 
 
@@ -100,6 +100,7 @@ _NAMED = {"exponential": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "r
 # The classes the calibration measures; any other operation is refused by name.
 OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
               "reduce (across rows)", "dot", "convolution")
+_TRANSCENDENTAL = frozenset({"exp", "tanh", "log", "sqrt", "rsqrt"})
 _REFUSED_CONTROL = frozenset({"while", "conditional", "call", "async-start", "async-done"})
 
 
@@ -198,7 +199,9 @@ class ProgramCost:
 
     @property
     def operations(self) -> float:
-        return sum(n for k in self.kernels for c, n in k.ops.items())
+        """Flops as XLA counts them: transcendentals are counted apart and do not decide
+        where PJRT runs the program (an exp-only program ran inline)."""
+        return sum(n for k in self.kernels for c, n in k.ops.items() if c not in _TRANSCENDENTAL)
 
 
 class _Buffers:

@@ -1,0 +1,179 @@
+"""The kernel cost model (xla/cost_model.py) on real jax compiles, and its calibration."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from pytest_dumpref import examples
+from pytest_dumpref.xla import calibrate, cost_model
+from pytest_dumpref.xla.cost_model import CostModelError, Rates
+
+MiB = 2 ** 20
+X = np.ones((1024, 1024), np.float32)
+UNFUSED = {"xla_disable_hlo_passes": "fusion"}
+
+
+def _dump(tmp_path_factory, fn, args, options=None, name="dump"):
+    d = tmp_path_factory.mktemp(name)
+    calibrate.dump_optimized(fn, args, d, options)
+    return next(d.glob("*.cpu_after_optimizations.txt"))
+
+
+@pytest.fixture(scope="module")
+def softmax_files(tmp_path_factory):
+    return (_dump(tmp_path_factory, examples.softmax, [X], None, "fused"),
+            _dump(tmp_path_factory, examples.softmax, [X], UNFUSED, "unfused"))
+
+
+def _analyse(path):
+    return cost_model.analyse(*calibrate.optimized_files(path.parent), source=str(path))
+
+
+def _rates(**over) -> Rates:
+    """Round numbers, so the tests can state the expected times exactly."""
+    r = Rates(dispatch_inline_s=5e-6, dispatch_async_s=15e-6, launch_s=1e-6,
+              curve=[(1 * MiB, 10e-12), (16 * MiB, 20e-12), (64 * MiB, 40e-12)],
+              cold_s_per_byte=40e-12, fault_s=1e-6,
+              compute={c: 1e-10 for c in cost_model.OP_CLASSES})
+    for k, v in over.items():
+        setattr(r, k, v)
+    return r
+
+
+def test_the_fused_softmax_multiplies_in_place(softmax_files):
+    fused, unfused = (_analyse(p) for p in softmax_files)
+    last_f, last_u = fused.kernels[-1], unfused.kernels[-1]
+    # the buffer assignment gives the exp kernel's result and the output one allocation: the
+    # last multiply reads and writes that one buffer (plus the 4 KiB column)
+    assert last_f.working_set == 4 * MiB + 4096
+    # unfused, it also reads the broadcast temporary
+    assert last_u.working_set == 8 * MiB
+    # x, read by the first kernel, is touched again after everything else the program
+    # touched: 8 MiB fused (x and the 4 MiB result), 12 MiB unfused (and the temporary)
+    x_f = fused.kernels[0].accesses[0]
+    x_u = unfused.kernels[0].accesses[0]
+    assert x_f.nbytes == x_u.nbytes == 4 * MiB
+    assert 8 * MiB <= x_f.distance < 8.1 * MiB
+    assert 12 * MiB <= x_u.distance < 12.1 * MiB
+
+
+def test_without_buffer_assignment_every_instruction_has_its_own_buffer(softmax_files):
+    text, _ = calibrate.optimized_files(softmax_files[0].parent)
+    p = cost_model.analyse(text, None)
+    assert p.kernels[-1].working_set == 8 * MiB + 4096     # no in-place: result apart
+
+
+def test_kernel_time_is_launch_plus_the_larger_of_memory_and_compute(tmp_path_factory):
+    path = _dump(tmp_path_factory, jnp.exp, [np.ones((256, 1024), np.float32)])
+    r = _rates()
+    r.compute["exp"] = 1e-9
+    program = _analyse(path)
+    (k,) = program.kernels
+    assert k.ops == {"exp": 256 * 1024}
+    # 1 MiB in, 1 MiB out, each 2 MiB away: 2 MiB at the curve's rate there
+    spb = r.seconds_per_byte(2 * MiB)
+    assert 10e-12 < spb < 20e-12
+    pred = cost_model.predict(program, r)
+    t = pred.kernels[0]
+    assert t.memory_s == pytest.approx(2 * MiB * spb)
+    assert t.compute_s == pytest.approx(256 * 1024 * 1e-9)
+    assert t.seconds == pytest.approx(1e-6 + t.compute_s)          # compute-bound: no memory added
+    assert t.regime == "compute (exp)"
+    # exp counts no flops: the program runs on the calling thread
+    assert pred.total_s == pytest.approx(5e-6 + t.seconds - 1e-6)
+    slow = cost_model.predict(program, _rates(compute={**r.compute, "exp": 1e-13}))
+    assert slow.kernels[0].regime.startswith("memory")
+    assert slow.kernels[0].seconds == pytest.approx(1e-6 + t.memory_s)
+
+
+def test_reuse_distance_prices_memory_along_the_measured_curve():
+    r = _rates()
+    assert r.seconds_per_byte(1 * MiB) == pytest.approx(10e-12)
+    assert r.seconds_per_byte(4 * MiB) == pytest.approx(15e-12)      # halfway in log(distance)
+    assert r.seconds_per_byte(1024) == pytest.approx(10e-12)         # clamped below
+    assert r.seconds_per_byte(1 << 40) == pytest.approx(40e-12)      # and above
+
+
+def test_a_missing_rate_is_named_not_guessed(softmax_files):
+    program = _analyse(softmax_files[0])
+    rates = _rates(compute={c: 1e-10 for c in cost_model.OP_CLASSES if c != "exp"})
+    with pytest.raises(CostModelError, match=r"ynn_fusion\.1: .*no measured rate for exp"):
+        cost_model.predict(program, rates)
+
+
+def test_operations_without_a_rate_are_refused_by_kernel_and_name(tmp_path_factory):
+    rope = _analyse(_dump(tmp_path_factory, examples.rope, [X], None, "rope"))
+    assert any("strided slice" in r for r in rope.refused)
+    window = _analyse(_dump(tmp_path_factory, lambda x: jnp.cumsum(x, axis=1), [X], None, "cumsum"))
+    assert any("reduce-window" in r for r in window.refused)
+    loop = _analyse(_dump(tmp_path_factory, examples.scan_rnn,
+                          [np.ones((4, 32), np.float32), np.ones((10, 4, 32), np.float32),
+                           np.ones((32, 32), np.float32)], None, "scan"))
+    assert any(": while: " in r for r in loop.refused)
+    with pytest.raises(CostModelError, match="strided slice"):
+        cost_model.predict(rope, _rates())
+
+
+def test_blocks_of_32_mib_are_faulted_in_every_call(tmp_path_factory):
+    big = _analyse(_dump(tmp_path_factory, lambda x: x * 2, [np.ones((8192, 1024), np.float32)], None, "big"))
+    small = _analyse(_dump(tmp_path_factory, lambda x: x * 2, [np.ones((4096, 1024), np.float32)], None, "small"))
+    assert big.kernels[0].fault_pages == 8192        # 32 MiB output / 4 KiB pages
+    assert small.kernels[0].fault_pages == 0
+    t = cost_model.predict(big, _rates()).kernels[0]
+    assert t.fault_s == pytest.approx(8192 * 1e-6)
+
+
+def test_operation_counts_follow_the_fused_computation(tmp_path_factory):
+    dot = _analyse(_dump(tmp_path_factory, lambda a, b: a @ b,
+                         [np.ones((64, 128), np.float32), np.ones((128, 32), np.float32)], None, "dot"))
+    assert {c: n for k in dot.kernels for c, n in k.ops.items()} == {"dot": 2 * 64 * 32 * 128}
+    cols = _analyse(_dump(tmp_path_factory, lambda x: x.sum(0), [X], None, "cols"))
+    assert {c for k in cols.kernels for c in k.ops} == {"reduce (across rows)"}
+
+
+def test_rates_round_trip_through_json(tmp_path):
+    r = _rates(machine={"cpu": "x"}, checks=[{"kernel": "fill 256"}])
+    path = calibrate.save(r, tmp_path / "rates.json")
+    back = Rates.load(path)
+    assert back == r
+
+
+def test_cost_cli_prints_each_kernel_and_refuses_by_name(softmax_files, tmp_path_factory, tmp_path):
+    r = _rates(machine={"caches": [{"level": 3, "type": "Unified", "bytes": 32 * MiB}]})
+    r.compute["cheap"] = 1e-12      # the last multiply then waits on memory
+    rates = calibrate.save(r, tmp_path / "rates.json")
+    run = subprocess.run([sys.executable, "-m", "pytest_dumpref", "cost", *map(str, softmax_files),
+                          "--rates", str(rates), "--json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    fused, unfused = (json.loads(line) for line in run.stdout.splitlines())
+    assert [k["kernel"] for k in fused["kernels"]][-1] == "broadcast_multiply_fusion"
+    assert unfused["total us"] > fused["total us"]
+    assert fused["kernels"][-1]["regime"] == "memory (L3)"
+    rope = _dump(tmp_path_factory, examples.rope, [X], None, "rope-cli")
+    run = subprocess.run([sys.executable, "-m", "pytest_dumpref", "cost", str(rope), "--rates", str(rates)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert "strided slice" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_calibration_measures_every_class(tmp_path):
+    """A short calibration (3 rounds): every class gets a rate, the curve rises from the
+    caches to memory, and the check kernels land near their predictions."""
+    rates, checks, seconds = calibrate.calibrate(rounds=3, calls_per_round=2)
+    assert set(rates.compute) == set(cost_model.OP_CLASSES)
+    assert all(v > 0 for v in rates.compute.values())
+    ds = [d for d, _ in rates.curve]
+    assert ds == sorted(ds) and len(ds) == len(calibrate.CURVE_ROWS) + 1
+    # far memory costs more per byte than L2-resident memory, on any machine with caches
+    assert rates.seconds_per_byte(ds[-1]) > rates.seconds_per_byte(512 * 1024)
+    assert rates.dispatch_async_s > rates.dispatch_inline_s > 0
+    assert len(checks) == 13
+    ratios = sorted(c["measured/predicted"] for c in checks)
+    assert 0.5 < ratios[len(ratios) // 2] < 2.0, checks
+    assert seconds < 60
