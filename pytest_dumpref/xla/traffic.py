@@ -37,8 +37,30 @@ FREE_OPCODES = frozenset({
     "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
     "add-dependency", "domain", "opt-barrier", "partition-id", "replica-id",
 })
-# Size of a pointer in a tuple's index table, as the CPU client's shape-size function uses.
+# Size of a pointer in a tuple's index table, as the CPU client's shape-size function uses:
+# 8 bytes with jaxlib 0.9 and 0.10; the cost analysis of newer jaxlib sizes it at 4 bytes
+# (measured: a tuple of two arrays is 16 bytes accessed with 0.10.2, 8 with 0.12.0.1;
+# tests/xla_model/test_traffic_rules.py checks the size below against the jaxlib installed).
 POINTER_SIZE = 8
+POINTER_SIZE_4_SINCE = (0, 11, 0)
+
+
+def _installed_jaxlib() -> tuple | None:
+    from importlib import metadata
+    try:
+        version = metadata.version("jaxlib")
+    except metadata.PackageNotFoundError:
+        return None
+    return tuple(int("".join(c for c in p if c.isdigit()) or 0) for p in version.split(".")[:3])
+
+
+@functools.lru_cache(maxsize=1)
+def xla_pointer_size() -> int:
+    """The pointer size XLA's cost analysis gives a tuple's index table, for the jaxlib
+    installed (read from its version, without importing it): ``POINTER_SIZE`` (8) up to
+    jaxlib 0.10, 4 from ``POINTER_SIZE_4_SINCE`` on."""
+    v = _installed_jaxlib()
+    return 4 if v is not None and v >= POINTER_SIZE_4_SINCE else POINTER_SIZE
 
 
 @dataclass
@@ -189,10 +211,10 @@ def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
 
 def _xla_size(shape: Shape) -> int:
     """GetShapeSize as the CPU client's cost analysis sizes a shape: a tuple by its index
-    table (8 B a pointer), an array by its data, plus 4 B per dimension of size metadata
+    table (``xla_pointer_size()`` B a pointer), an array by its data, plus 4 B per dimension of size metadata
     when any dimension is dynamic (``f32[<=16]`` is 64 + 4 B)."""
     if shape.tuple_shapes is not None:
-        return POINTER_SIZE * len(shape.tuple_shapes)
+        return xla_pointer_size() * len(shape.tuple_shapes)
     if shape.dynamic_dims:
         return shape.byte_size + 4 * len(shape.dims)
     return shape.byte_size

@@ -307,3 +307,17 @@ ENTRY e {
     assert sum(xla_rule_bytes(module).values()) == 0
     assert traffic.compare_with_xla() == []
     assert traffic.as_dict()["xla"]["bytes_accessed"] == 0.0
+
+
+def test_the_index_table_pointer_size_is_the_installed_xlas():
+    """XLA's cost analysis sizes a tuple's index table with a pointer size that moved between
+    jaxlib releases (8 bytes up to 0.10, 4 later); the restated rules use the one of the
+    jaxlib installed, and XLA itself says which that is."""
+    from pytest_dumpref.xla.traffic import xla_pointer_size
+    text = """HloModule m
+ENTRY e {
+  x = f32[4]{0} parameter(0)
+  ROOT t = (f32[4]{0}, f32[4]{0}, f32[4]{0}) tuple(x, x, x)
+}"""
+    assert xla_private.cost_analysis(text)["bytes accessed"] == 3 * xla_pointer_size()
+    assert sum(xla_rule_bytes(parse_module(text)).values()) == 3 * xla_pointer_size()
