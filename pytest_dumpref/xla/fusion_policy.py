@@ -33,7 +33,7 @@ read in openxla/xla (via the ROCm/xla mirror, main of August 2026):
                                              (PR #44738), after the XLA of jaxlib 0.10.2, which
                                              duplicates it (softmax(x * 0.125) with the library
                                              rewriter off shows it); on when the jaxlib
-                                             installed has it (0.11.0 on), or as
+                                             installed has it (0.12 on), or as
                                              ``coupled_softmax_rule=`` says
   xla/service/fusion_node_indexing_evaluation.cc  "Code duplication too high"
   xla/hlo/ir/hlo_instruction.cc           IsOpElementwise, IsFusible, OperandElementUse
@@ -881,9 +881,9 @@ def uncalled_computations(module: HloModule) -> list[str]:
 
 
 # The first jaxlib whose XLA has CpuInstructionFusion's coupled-softmax rule (PR #44738):
-# jaxlib 0.10.2's duplicates the stable-softmax producer, 0.11.0's and 0.12.0.1's keep it
+# jaxlib 0.10.2's and 0.11.0's duplicate the stable-softmax producer, 0.12.0.1's keeps it
 # (tests/xla_fusion/test_fusion_policy.py checks the model against the jaxlib installed).
-COUPLED_SOFTMAX_SINCE = (0, 11, 0)
+COUPLED_SOFTMAX_SINCE = (0, 12, 0)
 
 
 def installed_xla_has_coupled_softmax_rule() -> bool:

@@ -38,11 +38,11 @@ FREE_OPCODES = frozenset({
     "add-dependency", "domain", "opt-barrier", "partition-id", "replica-id",
 })
 # Size of a pointer in a tuple's index table, as the CPU client's shape-size function uses:
-# 8 bytes with jaxlib 0.9 and 0.10; the cost analysis of newer jaxlib sizes it at 4 bytes
-# (measured: a tuple of two arrays is 16 bytes accessed with 0.10.2, 8 with 0.12.0.1;
+# 8 bytes with jaxlib 0.9 to 0.11; the cost analysis of jaxlib 0.12 sizes it at 4 bytes
+# (measured: a tuple of two arrays is 16 bytes accessed with 0.10.2 and 0.11.0, 8 with 0.12.0.1;
 # tests/xla_model/test_traffic_rules.py checks the size below against the jaxlib installed).
 POINTER_SIZE = 8
-POINTER_SIZE_4_SINCE = (0, 11, 0)
+POINTER_SIZE_4_SINCE = (0, 12, 0)
 
 
 def _installed_jaxlib() -> tuple | None:
@@ -58,7 +58,7 @@ def _installed_jaxlib() -> tuple | None:
 def xla_pointer_size() -> int:
     """The pointer size XLA's cost analysis gives a tuple's index table, for the jaxlib
     installed (read from its version, without importing it): ``POINTER_SIZE`` (8) up to
-    jaxlib 0.10, 4 from ``POINTER_SIZE_4_SINCE`` on."""
+    jaxlib 0.11, 4 from ``POINTER_SIZE_4_SINCE`` on."""
     v = _installed_jaxlib()
     return 4 if v is not None and v >= POINTER_SIZE_4_SINCE else POINTER_SIZE
 

@@ -140,7 +140,7 @@ def test_compare_costs_one_row_per_wrong_prediction():
 def test_the_model_follows_this_xlas_rule_for_the_scaled_logits_of_a_softmax(tmp_path):
     # XLA's main branch (July 2026) keeps a producer read by a row max and by the exp shift
     # from being duplicated (IsCoupledReductionShiftExpProducer); the XLA of jaxlib 0.10.2
-    # still duplicates it, that of 0.11.0 and later does not, and the model follows the XLA
+    # and 0.11.0 still duplicate it, that of 0.12 does not, and the model follows the XLA
     # that runs here: with the other setting it gets the same decision wrong.
     here = installed_xla_has_coupled_softmax_rule()
     x = _cpu(_r(64, 128))[0]

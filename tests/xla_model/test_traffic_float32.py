@@ -62,8 +62,8 @@ def test_one_instruction_rounds_in_float32():
 
 
 @pytest.mark.parametrize("text, order, xla_totals", [
-    # XLA's totals by the pointer size of the tuple's index table (8 B up to jaxlib 0.10,
-    # 4 B later): the 2 x 8 B of the negates plus the table round away or not
+    # XLA's totals by the pointer size of the tuple's index table (8 B up to jaxlib 0.11,
+    # 4 B from 0.12): the 2 x 8 B of the negates plus the table round away or not
     (BIG_THEN_SMALL, ["p", "n", "q", "a", "b", "t"], {8: 2**27 + 16, 4: 2**27}),
     (SMALL_THEN_BIG, ["q", "a", "b", "p", "n", "t"], {8: 2**27 + 32, 4: 2**27 + 32}),
 ], ids=["big-first", "small-first"])

@@ -311,7 +311,7 @@ ENTRY e {
 
 def test_the_index_table_pointer_size_is_the_installed_xlas():
     """XLA's cost analysis sizes a tuple's index table with a pointer size that moved between
-    jaxlib releases (8 bytes up to 0.10, 4 later); the restated rules use the one of the
+    jaxlib releases (8 bytes up to 0.11, 4 from 0.12); the restated rules use the one of the
     jaxlib installed, and XLA itself says which that is."""
     from pytest_dumpref.xla.traffic import xla_pointer_size
     text = """HloModule m
