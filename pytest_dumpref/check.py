@@ -142,9 +142,9 @@ def _judge_slot(slot, shown: str, now: str, rule: measured.Rule):
         if parsed is None or _NUMBER.sub("#", shown) != _NUMBER.sub("#", now):
             return f"{slot.what} differs", None
         if not measured.within_bound(parsed[0], op, limit):
-            return f"{slot.what}: the file's value is not {op} {limit:g}, the bound the claim asserts", None
+            return f"{slot.what}: the file's value is not {op} {limit}, the bound the claim asserts", None
         if not measured.within_bound(slot.value, op, limit):
-            return f"{slot.what}: this run's value is not {op} {limit:g}, the bound the claim asserts", None
+            return f"{slot.what}: this run's value is not {op} {limit}, the bound the claim asserts", None
         return None, None
     parsed = _parse_measured(shown)
     if parsed is None or _NUMBER.sub("#", shown) != _NUMBER.sub("#", now):

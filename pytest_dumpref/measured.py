@@ -90,23 +90,30 @@ def judge(written: float, written_noise: float, now: float, now_noise: float,
 
 
 BOUND_OPS = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b,
-             "<": lambda v, b: v < b, ">": lambda v, b: v > b}
-BOUND_SIGNS = {"<=": "≤", ">=": "≥", "<": "<", ">": ">"}
+             "<": lambda v, b: v < b, ">": lambda v, b: v > b,
+             "in": lambda v, b: b[0] <= v <= b[1]}
+BOUND_SIGNS = {"<=": "≤", ">=": "≥", "<": "<", ">": ">", "in": "in"}
 
 
-def parse_bound(what: str, bound) -> tuple[str, float]:
-    """``("<=", 1e-5)`` or ``{"max": 1e-5}`` / ``{"min": 0}``: (operator, limit)."""
+def parse_bound(what: str, bound) -> tuple[str, object]:
+    """``("<=", 1e-5)``, ``{"max": 1e-5}``, ``{"min": 0}`` or ``{"min": 0.9, "max": 1.1}``:
+    (operator, limit); a two-sided bound is ("in", [low, high])."""
+    def number(x) -> float:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+            raise ValueError(f"{what}: a bound's limit must be a finite number, got {x!r}")
+        return float(x)
+    if isinstance(bound, dict) and set(bound) == {"min", "max"}:
+        low, high = number(bound["min"]), number(bound["max"])
+        if low > high:
+            raise ValueError(f"{what}: bound min {low!r} is above its max {high!r}")
+        return "in", [low, high]
     if isinstance(bound, dict) and len(bound) == 1 and next(iter(bound)) in ("max", "min"):
         key, limit = next(iter(bound.items()))
-        op = "<=" if key == "max" else ">="
-    elif isinstance(bound, (tuple, list)) and len(bound) == 2 and bound[0] in BOUND_OPS:
-        op, limit = bound
-    else:
-        raise ValueError(f"{what}: a bound is ('<=', limit), ('>=', limit), ('<', limit), ('>', limit), "
-                         f"{{'max': limit}} or {{'min': limit}}; got {bound!r}")
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit):
-        raise ValueError(f"{what}: a bound's limit must be a finite number, got {limit!r}")
-    return op, float(limit)
+        return ("<=" if key == "max" else ">="), number(limit)
+    if isinstance(bound, (tuple, list)) and len(bound) == 2 and bound[0] in BOUND_OPS and bound[0] != "in":
+        return bound[0], number(bound[1])
+    raise ValueError(f"{what}: a bound is ('<=', limit), ('>=', limit), ('<', limit), ('>', limit), "
+                     f"{{'max': limit}}, {{'min': limit}} or {{'min': low, 'max': high}}; got {bound!r}")
 
 
 def within_bound(value: float, op: str, limit: float) -> bool:

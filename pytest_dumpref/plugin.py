@@ -205,25 +205,6 @@ def _record_benchmark(item, record) -> str | None:
                             "mean (s)": varies(stats.mean), "min (s)": varies(stats.min),
                             "max (s)": varies(stats.max)}])
     return None
-    meta = getattr(bench, "stats", None)
-    stats = getattr(meta, "stats", None)
-    if stats is None or not getattr(stats, "rounds", 0):
-        return _benchmark_cannot_measure(item) or (
-            "its evidence is a pytest-benchmark measurement and the benchmark did not run")
-    n = stats.rounds
-    tol = _benchmark_tolerance(item)
-    group = meta.group or meta.name
-    sigma = stats.stddev if n > 1 else stats.mean
-    for name, value, noise in (("mean", stats.mean, sigma / n ** 0.5),
-                               ("median", stats.median, 1.2533 * (stats.iqr / 1.349) / n ** 0.5 if n >= 4 else stats.median)):
-        if tol is None:
-            record.evidence.number(f"pytest-benchmark {name}, {group}", value, unit="s", noise=noise)
-        else:
-            record.evidence.number(f"pytest-benchmark {name}, {group}", value, unit="s", tolerance=tol)
-    record.evidence.table(f"pytest-benchmark run, {group} (not compared: pytest-benchmark chooses them)",
-                          [{"rounds": varies(n), "iterations per round": varies(meta.iterations),
-                            "min (s)": varies(stats.min), "max (s)": varies(stats.max)}])
-    return None
 
 
 @pytest.hookimpl(wrapper=True)

@@ -194,11 +194,18 @@ class TimingResult:
     @property
     def bandwidth_noise(self) -> float:
         """Standard uncertainty (bytes/s) of :attr:`bandwidth`: its time's, carried over."""
-        seconds = self.difference(DISPATCH, STREAM)
-        return self.bandwidth * self.difference_noise(DISPATCH, STREAM) / seconds
+        return self.bandwidth * self.difference_noise(DISPATCH, STREAM) / self.difference(DISPATCH, STREAM)
 
-    def predicted_noise(self, extra_bytes: float) -> float:
+    @property
+    def cold_bandwidth_noise(self) -> float:
+        """Standard uncertainty (bytes/s) of :attr:`cold_bandwidth`."""
+        return (self.cold_bandwidth * self.difference_noise(DISPATCH, STREAM_COLD)
+                / self.difference(DISPATCH, STREAM_COLD))
+
+    def predicted_noise(self, extra_bytes: float, *, cold: bool = False) -> float:
         """Standard uncertainty (seconds) of :meth:`predicted_seconds`: the bandwidth's."""
+        if cold:
+            return self.predicted_seconds(extra_bytes, cold=True) * self.cold_bandwidth_noise / self.cold_bandwidth
         return self.predicted_seconds(extra_bytes) * self.bandwidth_noise / self.bandwidth
 
     @property
@@ -368,8 +375,7 @@ def plan_listing(plan: TimingPlan) -> str:
             "class TimingError(RuntimeError):\n    pass\n\n\n"
             + inspect.getsource(resolve_program) + "\n\n"
             "# The tables' 'us/call' of a variant: the median of its samples (per round, its fastest\n"
-            "# call); 'IQR over rounds %': 100 * (q[2] - q[0]) / that median, q = "
-            "statistics.quantiles(samples, n=4).\n")
+            "# call's CPU time) ± median_noise(samples) (statistic.py lists it).\n")
 
 
 def program_listing(plan: TimingPlan) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import DEFAULT_SECTION, DumprefConfig
+from .measured import BOUND_SIGNS
 
 DATA_BEGIN = "<!-- dumpref-data"
 DATA_END = "-->"
@@ -155,9 +156,11 @@ def measured_text(value, noise: float, unit: str | None) -> str:
 
 
 def bound_text(bound) -> str:
-    from .measured import BOUND_SIGNS
+    """``≤ 1e-05``, ``in [0.9, 1.1]``."""
     op, limit = bound
-    return f"{BOUND_SIGNS[op]} {_float_text(limit) if isinstance(limit, float) else limit}"
+    if op == "in":
+        return f"in [{_float_text(limit[0])}, {_float_text(limit[1])}]"
+    return f"{BOUND_SIGNS[op]} {_float_text(limit)}"
 
 
 def _binary(n: float) -> str:
@@ -370,10 +373,16 @@ def _table(out: _Out, header: list, rows: list[list], tolerances: dict, title: s
         out.add(*pieces)
 
 
+def percent(rel: float) -> str:
+    """A relative tolerance as a percentage a reader can trust: ``±50%``, ``±0.001%`` (never
+    ``±0%`` for a tolerance that is not zero)."""
+    return f"±{rel:.0%}" if rel == 0 or rel >= 0.01 else f"±{rel * 100:.2g}%"
+
+
 def _tolerance_text(tol: dict) -> str:
     if "abs" in tol:
         return f"±{tol['abs']:g}"
-    return f"±{tol['rel']:.0%}"
+    return percent(tol["rel"])
 
 
 def _titled_table(out: _Out, title: str, header, rows, tolerances, fold: bool | None = None) -> None:
@@ -407,7 +416,7 @@ def _numbers(out: _Out, numbers: list[dict]) -> None:
                 tol = n.get("effective_tolerance")
                 value = _tolerance_var(format_number(n["value"], n.get("unit")), n["value"],
                                        {"rel": tol} if tol is not None else None, what)
-                how = "exact" if tol is None else f"±{tol:.0%}"
+                how = "exact" if tol is None else percent(tol)
             out.add(f"| {_md_cell(n['name'])} | ", value, " | ", how, " |")
     if len(numbers) > NUMBERS_FOLD:
         _folded(out, f"all {len(numbers)} numbers of this claim", body)
