@@ -27,6 +27,7 @@ RUN = {
     ("Quick start", "sh", 0): "test_quick_start_is_two_commands_in_a_venv_and_ci_runs_them",
     ("A claim is a test", "python", 0): "test_the_claim_example_is_a_claim_that_renders_and_checks",
     ("Configuration", "toml", 0): "test_the_configuration_example_shapes_the_writeup",
+    ("Measured values", "python", 0): "test_the_timing_example_renders_and_checks",
     ("Command line", "sh", 0): "test_the_command_line_as_written",
     ("Benchmarks", "sh", 0): "test_the_benchmark_commands_select_benchmarks",
     ("The dumpref PJRT device", "python", 0): "test_the_device_examples_run_and_print_what_they_say",
@@ -159,12 +160,32 @@ def test_the_claim_example_is_a_claim_that_renders_and_checks(pytester):
     check.assert_outcomes(passed=1)
 
 
+# ---- Measured values -----------------------------------------------------------------------
+
+def test_the_timing_example_renders_and_checks(pytester):
+    """The timing example, as claims/test_scale.py (its first line says so) in a project with no
+    configuration: rendered, its numbers carry their noise; checked against that write-up, it
+    reproduces (directly, or after the fresh-process re-runs an inconclusive value gets)."""
+    code = block("Measured values", "python").text
+    first = code.splitlines()[0]
+    assert first.startswith("# claims/test_scale.py"), first
+    pytester.mkdir("claims")
+    (pytester.path / "claims" / "test_scale.py").write_text(code)
+    res = pytester.runpytest("claims/", "--dumpref-report=writeup.md", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    md = (pytester.path / "writeup.md").read_text()
+    assert re.search(r"\| extra time per call \| [\d.,]+ ± [\d.,e+-]+ us \| measured \(± its noise\) \|", md), md
+    assert "| unfused | " in md and "| fused, compiled again (A/A) | " in md
+    check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", "-p", "no:cacheprovider")
+    assert check.ret == 0, check.stdout.str()
+
+
 # ---- Configuration -------------------------------------------------------------------------
 
 def test_the_configuration_example_shapes_the_writeup(pytester):
     """The TOML block as a project's pyproject.toml: its title, intro, intro file, section
-    order, section title and intro land in the write-up, and a number in `ms` with no tolerance
-    of its own takes the table's 0.5."""
+    order, section title and intro land in the write-up, and the rule a measured number is
+    judged by states the [tool.dumpref.measured] constants."""
     toml = block("Configuration", "toml").text
     cfg = tomllib.loads(toml)["tool"]["dumpref"]
     pytester.makepyprojecttoml(toml)
@@ -176,7 +197,7 @@ import pytest
 @pytest.mark.claim("The passes claim.", section="passes")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (2,)}, method="arithmetic")
 def test_passes(evidence):
-    evidence.number("a time", 2.0, unit="ms")
+    evidence.number("a time", 2.0, unit="ms", noise=0.1)
     assert 1 + 1 == 2
 
 @pytest.mark.claim("The pjrt claim.", section="pjrt")
@@ -194,8 +215,10 @@ def test_pjrt(evidence):
         assert text in md, f"{text!r} is not in the write-up"
     # sections in the configured order: pjrt before passes
     assert md.index("The pjrt claim.") < md.index("The passes claim.")
-    row = next(line for line in md.splitlines() if line.startswith("| a time"))
-    assert "50" in row.split("|")[-2], f"the ms number did not take the 0.5 tolerance: {row}"
+    measured = cfg["measured"]
+    assert f"within {measured['sigmas']:g} combined sigmas" in md and f"a further {measured['floor']:.0%}" in md
+    assert f"re-run in a fresh process (up to {measured['reruns']} times)" in md
+    assert "| a time | 2 ± 0.1 ms | measured (± its noise) |" in md
 
 
 # ---- Command line --------------------------------------------------------------------------
