@@ -59,6 +59,8 @@ with ``Rates``.
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -257,7 +259,7 @@ class _Buffers:
 
     def _split(self, a, start, end) -> list:
         b = self.bounds[a]
-        i = int(np.searchsorted(b, start, side="right")) - 1
+        i = bisect.bisect_right(b, start) - 1
         out = []
         while i < len(b) - 1 and b[i] < end:
             out.append((a, max(b[i], start), min(b[i + 1], end)))
@@ -341,24 +343,48 @@ def _reuse_distances(kernels: list) -> None:
     """
     n = len(kernels)
     segs = [{a.segment: a.segment[2] - a.segment[1] for a in k.accesses} for k in kernels]
+    # A Fenwick tree over time holds each segment's size at the time it was last touched,
+    # so the bytes touched between two kernels are one prefix-sum difference (programs of
+    # thousands of kernels stay linear-logarithmic).
+    tree = [0.0] * (2 * n + 1)
+
+    def add(i, v):
+        i += 1
+        while i <= 2 * n:
+            tree[i] += v
+            i += i & -i
+
+    def upto(i):                          # sum over times 0..i
+        i += 1
+        total = 0.0
+        while i > 0:
+            total += tree[i]
+            i -= i & -i
+        return total
+
     last = {}
     for t in range(2 * n):               # the second lap sees the previous call's accesses
         i = t % n
+        mine = segs[i]
         if t >= n:
+            # this kernel's segments by when they were last touched, with running sums: the
+            # bytes of those not touched since kernel j are one bisection away
+            order = sorted((last.get(s_, -1), size) for s_, size in mine.items())
+            whens = [w for w, _ in order]
+            running = list(itertools.accumulate(size for _, size in order))
+            own = {}                                     # j -> kernel j's bytes untouched since
             for a in kernels[i].accesses:
                 j = last[a.segment]
-                between = {}
-                for u in range(j + 1, t):
-                    between.update(segs[u % n])
-                halves = {}
-                for s, size in segs[j % n].items():
-                    halves[s] = halves.get(s, 0.0) + 0.5 * size
-                for s, size in segs[i].items():
-                    halves[s] = halves.get(s, 0.0) + 0.5 * size
-                d = sum(between.values()) + sum(v for s, v in halves.items() if s not in between)
-                a.distance = float(d)
-        for s in segs[i]:
-            last[s] = t
+                between = upto(t - 1) - upto(j)          # distinct bytes touched after kernel j
+                if j not in own:
+                    own[j] = sum(size for s_, size in segs[j % n].items() if last[s_] == j)
+                k = bisect.bisect_right(whens, j)
+                a.distance = float(between + 0.5 * own[j] + 0.5 * (running[k - 1] if k else 0.0))
+        for s_, size in mine.items():
+            if s_ in last:
+                add(last[s_], -size)
+            add(t, size)
+            last[s_] = t
 
 
 # ---- rates and the prediction ---------------------------------------------------------------
@@ -378,9 +404,15 @@ class Rates:
 
     def seconds_per_byte(self, distance: float) -> float:
         """Interpolated in log(distance) between measured points; clamped at both ends."""
-        xs = np.log([max(d, 1.0) for d, _ in self.curve])
-        ys = [c for _, c in self.curve]
-        return float(np.interp(math.log(max(distance, 1.0)), xs, ys))
+        xs = [math.log(max(d, 1.0)) for d, _ in self.curve]
+        x = math.log(max(distance, 1.0))
+        k = bisect.bisect_left(xs, x)
+        if k == 0:
+            return self.curve[0][1]
+        if k == len(xs):
+            return self.curve[-1][1]
+        f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
+        return self.curve[k - 1][1] + f * (self.curve[k][1] - self.curve[k - 1][1])
 
     def memory_seconds(self, kernel: Kernel) -> float:
         return sum(a.nbytes * self.seconds_per_byte(a.distance) for a in kernel.accesses)
