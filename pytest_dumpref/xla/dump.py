@@ -401,10 +401,23 @@ class Dump:
             if not p.is_file() or not p.name.startswith(prefix) or not p.name.endswith(_HASHED_SUFFIXES):
                 continue
             digest = hashlib.sha256(strip_source_info(read_text(p)).encode()).hexdigest()
-            lines.append(f"{digest}  {p.name[len(prefix):]}")
+            lines.append(f"{digest}  {stable_file_name(p.name[len(prefix):])}")
         out = self.folder / MANIFEST
         out.write_text("\n".join(lines) + "\n")
         return out
+
+
+# A pass name that carries a counter of the process: jaxlib 0.12 names a pass of its CPU
+# pipeline apply-xla-transforms-N, N counting every such pass the process ran before, so the
+# same compile is ...before_apply-xla-transforms-1 alone and -5 after another compile.
+_PROCESS_COUNTED_PASS = re.compile(r"(apply-xla-transforms)-\d+(?=\.|$)")
+
+
+def stable_file_name(name: str) -> str:
+    """A dump file name (module number already removed) with the process's pass counters
+    shown as ``-N`` (``before_apply-xla-transforms-5.txt`` -> ``before_apply-xla-transforms-N.txt``);
+    names without such a counter (jaxlib 0.9 to 0.11 write none) are returned unchanged."""
+    return _PROCESS_COUNTED_PASS.sub(r"\1-N", name)
 
 
 def strip_source_info(text: str) -> str:
