@@ -36,6 +36,9 @@ EVIDENCE_DIR = "dumpref-evidence"
 NUMBERS_FOLD = 8
 TABLE_FOLD = 4
 EXCERPT_FOLD = 8
+# A note of at least this many characters that several claims record is rendered under the
+# first of them; the others point to it (a sentence or two is cheaper said again than pointed to).
+SAID_ONCE_CHARS = 200
 
 # The one place that says which fields of a write-up legitimately differ between two runs of
 # the same claims, and why.  --dumpref-check accepts any value there and says so; measured
@@ -424,7 +427,10 @@ def _numbers(out: _Out, numbers: list[dict]) -> None:
         body()
 
 
-def _evidence(out: _Out, rec: dict, report_name: str, skip_notes: set = frozenset()) -> None:
+def _evidence(out: _Out, rec: dict, report_name: str, skip_notes: set = frozenset(),
+              said: dict | None = None) -> None:
+    """``said``: long notes already rendered under an earlier claim (text -> (anchor, title)):
+    a note is said once, and a later claim that records it again points to it."""
     items = [i for i in rec["evidence"] if not (i["kind"] == "note" and i["text"] in skip_notes)]
     numbers = [i for i in items if i["kind"] == "number"]
     if numbers:
@@ -438,7 +444,15 @@ def _evidence(out: _Out, rec: dict, report_name: str, skip_notes: set = frozense
             continue
         if kind == "note":
             out.blank()
+            first = said.get(item["text"]) if said is not None else None
+            if first is not None:
+                words = " ".join(item["text"].split()[:8])
+                out.add(f"*The note “{prose(words)} …” under [{_link_text(first[1])}](#{first[0]}) "
+                        "holds for this claim too.*")
+                continue
             out.text(prose(item["text"]))
+            if said is not None and len(item["text"]) >= SAID_ONCE_CHARS:
+                said[item["text"]] = (anchor(rec["nodeid"]), rec.get("title") or default_title(rec["nodeid"]))
         elif kind == "excerpt":
             out.blank()
             after = items[k + 1] if k + 1 < len(items) else None
@@ -603,6 +617,7 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
         for text in shared:
             out.text(prose(text))
             out.blank()
+        said: dict = {}
         for r in rs:
             out.claim, out.where = r["nodeid"], "claim"
             out.add(f'<a id="{anchor(r["nodeid"])}"></a>')
@@ -616,7 +631,7 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
                 for k, (name, value) in enumerate(own):
                     pieces += (["; "] if k else []) + [f"**{name}** ", value]
                 out.add(*pieces)
-            _evidence(out, r, report_name, skip_notes=set(shared))
+            _evidence(out, r, report_name, skip_notes=set(shared), said=said)
             out.blank()
             _reproduce(out, r, report_name)
             out.blank()
