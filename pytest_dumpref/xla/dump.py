@@ -22,9 +22,12 @@ import difflib
 import hashlib
 import inspect
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from . import xla_private
 
 # What a dump file name says.  The module name may itself contain dots, so the step (4+ digits
 # between dots) and the fixed suffixes are what anchor the split.
@@ -406,6 +409,14 @@ class Dump:
         out.write_text("\n".join(lines) + "\n")
         return out
 
+    @property
+    def fusion_kernels(self) -> list:
+        """The optimized program's fusion kernels: the ``fusion`` instructions of its entry
+        computation (hlo.Instruction), in program order.  ``len(d.fusion_kernels)`` counts
+        them; a kernel inside a while body or a called computation is not among them (see
+        ``traffic_report.kernels``, which lists those with their path)."""
+        return [i for i in self.optimized.entry.instructions if i.opcode == "fusion"]
+
 
 # A pass name that carries a counter of the process: jaxlib 0.12 names a pass of its CPU
 # pipeline apply-xla-transforms-N, N counting every such pass the process ran before, so the
@@ -496,13 +507,16 @@ class DumpSession:
         folder = self.root / f"{self._count:02d}-{_safe(name)}{tag}"
         folder.mkdir(parents=True, exist_ok=False)
         jfn, traced_args, params = _bind(fn, args)
+        runner = _runner_files(fn)
         options = {"xla_dump_hlo_pass_re": pass_re, **compiler_options}
         # Not xla_dump_fusion_visualization by default: it renders a graph per fusion
         # decision and made a 1-layer transformer training step compile in 33 s instead
         # of 0.8 s.  fusion.fusion_decisions() asks for it.
         full = {"xla_dump_to": str(folder), "xla_dump_hlo_as_text": True, **options}
         try:
-            compiled = jax.jit(jfn).lower(*traced_args).compile(compiler_options=full)
+            with xla_private.frames_left_out_of_source_locations(runner):
+                lowered = jax.jit(jfn).lower(*traced_args)
+            compiled = lowered.compile(compiler_options=full)
         except Exception as e:  # jax raises several types; the message is what matters
             raise DumpError(f"compiling {name} with {options} failed: {e}") from e
         dump_folder = DumpFolder(folder)
@@ -518,7 +532,9 @@ class DumpSession:
             sub.mkdir()
             opts = dict(full, xla_dump_to=str(sub), xla_dump_fusion_visualization=True,
                         xla_dump_hlo_pass_re="^$")
-            jax.jit(jfn).lower(*traced_args).compile(compiler_options=opts)
+            with xla_private.frames_left_out_of_source_locations(runner):
+                lowered = jax.jit(jfn).lower(*traced_args)
+            lowered.compile(compiler_options=opts)
             (mod,) = DumpFolder(sub).modules
             return sub, mod.id
         d._recompile = with_fusion_log
@@ -532,6 +548,34 @@ class DumpSession:
                              if d.options.get("xla_disable_hlo_passes") else "")
         self.evidence.file(f"XLA dump of {what}", manifest)
         self.evidence.observe(backend=d.backend, params=d.params, options=d.options)
+
+
+def _runner_files(fn) -> list[str]:
+    """The Python files of the frames above the code that asked for this compile: the test
+    runner's (pytest and pluggy; under ``pytest -n`` also xdist's and execnet's), an
+    interpreter's start-up, a notebook kernel's.  jax writes the whole Python stack into the
+    program's source locations (the StackFrames table, and ``stack_frame_id=`` in each
+    instruction's metadata), so without leaving these out the same program, compiled by the
+    same claim, numbers its frames differently under ``pytest -n 2`` (more frames above the
+    test) than in a serial run.  Files the caller's own frame or ``fn`` live in are kept."""
+    here = _THIS_FILE
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == here:
+        f = f.f_back
+    if f is None:
+        return []
+    keep = {f.f_code.co_filename, getattr(getattr(fn, "__code__", None), "co_filename", None)}
+    out: list[str] = []
+    f = f.f_back
+    while f is not None:
+        name = f.f_code.co_filename
+        if name not in keep and name not in out:
+            out.append(name)
+        f = f.f_back
+    return out
+
+
+_THIS_FILE = _runner_files.__code__.co_filename
 
 
 def _check_passes_ran(reference: Dump, passes: list[str], fn_name: str) -> None:

@@ -2,11 +2,12 @@
 
 Both are reached through names that jax does not promise to keep
 (``jaxlib._hlo.hlo_module_from_text``, ``jax._src.lib._jax.hlo_module_cost_analysis``,
-``jax._src.xla_bridge.get_backend``).  If a jaxlib upgrade moves them, only this file changes,
+``jax._src.xla_bridge.get_backend``, ``jax._src.source_info_util._exclude_paths``).  If a jaxlib upgrade moves them, only this file changes,
 and the error says which name went missing instead of failing deep inside an analysis.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 
@@ -74,3 +75,32 @@ def cost_analysis(text_or_module, *, source: str | None = None) -> dict:
     module = (parse_with_xla(text_or_module, source=source)
               if isinstance(text_or_module, str) else text_or_module)
     return dict(_cost_analysis_fn()(_cpu_client(), module))
+
+
+@contextlib.contextmanager
+def frames_left_out_of_source_locations(files):
+    """While active, jax leaves the frames of these Python files out of the source locations
+    it writes into the programs it lowers, as it leaves out its own frames (through
+    ``jax._src.source_info_util``'s exclusion list, a private name).  Yields whether it could:
+    False (and nothing changes) when that name is gone from the jax installed."""
+    try:
+        from jax._src import source_info_util as siu
+        paths = siu._exclude_paths
+        clear = (siu._exclude_path_regex.cache_clear, siu.is_user_filename.cache_clear)
+    except (ImportError, AttributeError):
+        yield False
+        return
+    added = [f for f in dict.fromkeys(files) if f and f not in paths]
+    paths.extend(added)
+    for c in clear:
+        c()
+    try:
+        yield True
+    finally:
+        for f in added:
+            try:
+                paths.remove(f)
+            except ValueError:
+                pass
+        for c in clear:
+            c()
