@@ -48,6 +48,7 @@ ROW = 1024                                    # every calibration array is f32[r
 CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 COMPUTE_ROWS = 128                            # 512 KiB an array: input and output in L2 (1 MiB)
 CHECK_ROWS = (256, 1024, 2048)
+WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
 ASYNC_ELEMENTS = 2048
 CHAIN = 16
@@ -152,8 +153,9 @@ def _variants() -> dict:
     v = {}
     for r in CURVE_ROWS:
         v[f"stream {r}"] = ("k_scale", (_rows(r),), {})
-    for r in CHECK_ROWS:
+    for r in WRITE_ROWS:
         v[f"fill {r}"] = ("k_fill", ((F32, (r,)),), {})
+    for r in CHECK_ROWS:
         v[f"mul {r}"] = ("k_mul", (_rows(r), _rows(r)), {})
         v[f"exp {r}"] = ("k_exp", (_rows(r),), {})
         v[f"cheap {r}"] = ("k_cheap", (_rows(r),), {})
@@ -223,6 +225,10 @@ def rates_from(result) -> "cost_model.Rates":
     cold = max((med[timing.STREAM_COLD] - async_ - write) / half, curve[-1][1])
     base.cold_s_per_byte = cold
     base.curve = curve + [((n_cold + 1) * half, cold)]
+    # write-only memory: a broadcast into an output of s bytes, last written one call ago
+    # (its own bytes since: distance s); its 4 KiB input is noise
+    base.write_curve = [(4.0 * r * ROW, max(med[f"fill {r}"] - async_, 1e-9) / (4.0 * r * ROW))
+                        for r in WRITE_ROWS]
     # launch: the unfused chain's extra kernels, less their (tiny, L1) bodies
     chain_u = _census(v["chain unfused"].hlo_text)
     chain_f = _census(v["chain fused"].hlo_text)
@@ -260,7 +266,7 @@ def check_rows(result, rates: "cost_model.Rates") -> list:
     """The check kernels (not used to fit): measured against predicted, per kernel."""
     rows = []
     for name, x in result.variants.items():
-        if not name.split()[0] in ("fill", "mul", "exp", "cheap") or name.startswith("compute"):
+        if not name.split()[0] in ("mul", "exp", "cheap") or name.startswith("compute"):
             continue
         pred = cost_model.predict_text(x.hlo_text, None, rates, source=name).total_s
         rows.append({"kernel": name, "measured us": round(x.median * 1e6, 1),
@@ -427,3 +433,10 @@ def run_cost(args) -> int:
                   f"{k.compute_s * 1e6:9.1f}  {k.regime}")
         print(f"  total {pred.total_s * 1e6:.1f} us (dispatch {pred.dispatch_s * 1e6:.1f} us)")
     return 2 if failed else 0
+
+
+def predict_dump(dump, rates) -> "cost_model.Prediction":
+    """The model's prediction for a ``Dump`` (``xla/dump.py``): its optimized module and
+    buffer assignment, at ``rates``."""
+    return cost_model.predict_text(dump.optimized_text, dump.buffer_assignment, rates,
+                                   source=str(dump.files.optimized))

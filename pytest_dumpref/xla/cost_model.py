@@ -170,6 +170,7 @@ class Access:
     segment: tuple
     nbytes: float
     distance: float = 0.0
+    write_only: bool = False      # written by the kernel and not read by it
 
 
 @dataclass
@@ -319,7 +320,9 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         segs = []
         for o in dict.fromkeys(inst.operands):
             segs += buffers.of(o)
-        accesses = [Access(sg, float(sg[2] - sg[1])) for sg in dict.fromkeys(segs + out)]
+        read = set(segs)
+        accesses = [Access(sg, float(sg[2] - sg[1]), write_only=sg not in read)
+                    for sg in dict.fromkeys(segs + out)]
         pages = 0.0
         for s in {s for s in out}:
             if buffers.fresh_per_call(s) and buffers.allocation_size(s) >= MMAP_BYTES:
@@ -401,21 +404,27 @@ class Rates:
     compute: dict                 # class -> seconds per element (per flop for dot, convolution)
     machine: dict = field(default_factory=dict)
     checks: list = field(default_factory=list)
+    # memory a kernel only writes, by reuse distance (a write-only broadcast); empty: `curve`
+    write_curve: list = field(default_factory=list)
 
-    def seconds_per_byte(self, distance: float) -> float:
+    def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
         """Interpolated in log(distance) between measured points; clamped at both ends."""
-        xs = [math.log(max(d, 1.0)) for d, _ in self.curve]
+        curve = self.write_curve if write_only and self.write_curve else self.curve
+        xs = [math.log(max(d, 1.0)) for d, _ in curve]
         x = math.log(max(distance, 1.0))
         k = bisect.bisect_left(xs, x)
         if k == 0:
-            return self.curve[0][1]
+            return curve[0][1]
         if k == len(xs):
-            return self.curve[-1][1]
+            return curve[-1][1]
         f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
-        return self.curve[k - 1][1] + f * (self.curve[k][1] - self.curve[k - 1][1])
+        return curve[k - 1][1] + f * (curve[k][1] - curve[k - 1][1])
+
+    def access_seconds(self, a: Access) -> float:
+        return a.nbytes * self.seconds_per_byte(a.distance, write_only=a.write_only)
 
     def memory_seconds(self, kernel: Kernel) -> float:
-        return sum(a.nbytes * self.seconds_per_byte(a.distance) for a in kernel.accesses)
+        return sum(self.access_seconds(a) for a in kernel.accesses)
 
     def compute_seconds(self, kernel: Kernel) -> tuple:
         """(seconds, class that costs most)."""
@@ -443,6 +452,7 @@ class Rates:
     def from_json(cls, d: dict) -> "Rates":
         d = dict(d)
         d["curve"] = [tuple(p) for p in d["curve"]]
+        d["write_curve"] = [tuple(p) for p in d.get("write_curve", [])]
         return cls(**d)
 
     @classmethod
@@ -497,7 +507,7 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
         if comp > mem:
             regime = f"compute ({cls})"
         else:
-            far = max(k.accesses, key=lambda a: a.nbytes * rates.seconds_per_byte(a.distance), default=None)
+            far = max(k.accesses, key=rates.access_seconds, default=None)
             regime = f"memory ({rates.level(far.distance)})" if far else "launch"
         times.append(KernelTime(k.name, k.kind, rates.launch_s + max(mem, comp) + faults, mem, comp, faults,
                                 regime, k.nbytes, k.working_set))

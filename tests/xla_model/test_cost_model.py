@@ -170,10 +170,11 @@ def test_calibration_measures_every_class(tmp_path):
     assert all(v > 0 for v in rates.compute.values())
     ds = [d for d, _ in rates.curve]
     assert ds == sorted(ds) and len(ds) == len(calibrate.CURVE_ROWS) + 1
+    assert [d for d, _ in rates.write_curve] == [4.0 * r * 1024 for r in calibrate.WRITE_ROWS]
     # far memory costs more per byte than L2-resident memory, on any machine with caches
     assert rates.seconds_per_byte(ds[-1]) > rates.seconds_per_byte(512 * 1024)
     assert rates.dispatch_async_s > rates.dispatch_inline_s > 0
-    assert len(checks) == 13
+    assert len(checks) == 3 * len(calibrate.CHECK_ROWS)
     ratios = sorted(c["measured/predicted"] for c in checks)
     assert 0.5 < ratios[len(ratios) // 2] < 2.0, checks
     assert seconds < 60
