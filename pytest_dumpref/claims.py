@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -178,6 +179,14 @@ class Evidence:
         return [i for i in self.items if i["kind"] != "note"]
 
 
+FINDING_FIELD = re.compile(r"\{([^{}]+)\}")
+
+
+def finding_names(finding: str) -> list[str]:
+    """The numbers a finding line quotes, ``{name}`` each."""
+    return FINDING_FIELD.findall(finding)
+
+
 def measured(value, noise) -> dict:
     """A table cell that is a measured value with its noise (one sigma, the value's unit): the
     check judges it as it judges ``evidence.number(..., noise=)``."""
@@ -308,6 +317,7 @@ class ClaimRecord:
     section: str
     provenance: Provenance
     title: str = ""
+    finding: str | None = None        # the claim's line in the write-up's findings, {number} placeholders
     evidence: Evidence = field(default_factory=Evidence)
     environment: dict = field(default_factory=dict)
     outcome: str = "unknown"          # passed | failed | skipped
@@ -318,6 +328,12 @@ class ClaimRecord:
     def violations(self, observed_chip: str | None) -> list[str]:
         """The rule, as sentences.  Empty means the claim is allowed to stand."""
         out = []
+        if self.finding:
+            names = {i["name"] for i in self.evidence.items if i["kind"] == "number"}
+            missing = [n for n in finding_names(self.finding) if n not in names]
+            if missing:
+                out.append(f"its finding names {', '.join(map(repr, missing))}, which it recorded no "
+                           f"number of (recorded: {', '.join(map(repr, sorted(names))) or 'none'})")
         if self.assertions == 0:
             out.append("it asserts nothing: no assert statement passed in its test. Recording "
                        "evidence is not deciding; the test's assertions decide whether the claim holds")
@@ -358,6 +374,7 @@ class ClaimRecord:
 
     def to_json(self) -> dict:
         return {"nodeid": self.nodeid, "text": self.text, "title": self.title, "section": self.section,
+                "finding": self.finding,
                 "provenance": self.provenance.as_dict() if self.provenance else None,
                 "evidence": self.evidence.items, "observed": self.evidence.observed,
                 "environment": self.environment, "outcome": self.outcome, "reason": self.reason,

@@ -18,7 +18,7 @@ from .config import DEFAULT_SECTION, DumprefConfig
 from .provenance import environment, observed_chip
 
 PROVENANCE_KEYS = {"dtype", "shapes", "method", "chip"}
-CLAIM_SIGNATURE = "claim(text, *, title=None, section=None)"
+CLAIM_SIGNATURE = "claim(text, *, title=None, section=None, finding=None)"
 # A check names this many measured values that came nearest their tolerance, so that a value
 # drifting toward failure is seen while it still passes.
 CLOSEST_REPORTED = 5
@@ -28,19 +28,20 @@ class MarkerError(ValueError):
     """A claim or provenance marker with arguments the contract does not allow."""
 
 
-def parse_claim_marker(nodeid: str, args: tuple, kwargs: dict) -> tuple[str, str | None, str | None]:
-    """(sentence, section, title) of a claim marker."""
+def parse_claim_marker(nodeid: str, args: tuple, kwargs: dict) -> tuple:
+    """(sentence, section, title, finding) of a claim marker."""
     if len(args) != 1 or not isinstance(args[0], str) or not args[0].strip():
         raise MarkerError(f"{nodeid}: @pytest.mark.claim takes exactly one sentence: {CLAIM_SIGNATURE}")
-    extra = set(kwargs) - {"section", "title"}
+    extra = set(kwargs) - {"section", "title", "finding"}
     if extra:
         raise MarkerError(f"{nodeid}: @pytest.mark.claim got unknown arguments {sorted(extra)}; it takes {CLAIM_SIGNATURE}")
-    for key in ("section", "title"):
+    for key in ("section", "title", "finding"):
         value = kwargs.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip() or "\n" in value.strip()):
             raise MarkerError(f"{nodeid}: @pytest.mark.claim {key} must be a one-line string, got {value!r}")
-    title = kwargs.get("title")
-    return args[0].strip(), kwargs.get("section"), title.strip() if title else None
+    title, finding = kwargs.get("title"), kwargs.get("finding")
+    return (args[0].strip(), kwargs.get("section"), title.strip() if title else None,
+            finding.strip() if finding else None)
 
 
 def parse_provenance_marker(nodeid: str, args: tuple, kwargs: dict) -> Provenance:
@@ -113,7 +114,7 @@ class DumprefSession:
                    marker_names: list[str]) -> ClaimRecord:
         """``marker_names``: the test's markers, closest first (a study marker on the test beats
         one on its module)."""
-        text, section, title = claim
+        text, section, title, finding = claim
         studies = [m for m in marker_names if m in self.config.study_markers]
         section = section or (studies[0] if studies else None)
         if section is None:
@@ -129,7 +130,7 @@ class DumprefSession:
                 "allowed with no [tool.dumpref] sections (configure sections = [...] to add more)"
             raise MarkerError(f"{nodeid}: section {section!r} is not one of the sections {where}: {allowed}")
         return ClaimRecord(nodeid=nodeid, text=text, section=section, provenance=provenance,
-                           title=title or writeup.default_title(nodeid))
+                           title=title or writeup.default_title(nodeid), finding=finding)
 
     def judge(self, record: ClaimRecord) -> list[str]:
         """Why a claim whose assertions passed may still not stand (empty: it stands)."""

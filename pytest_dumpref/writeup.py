@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .claims import FINDING_FIELD
 from .config import DEFAULT_SECTION, DumprefConfig
 from .measured import BOUND_SIGNS
 
@@ -401,25 +402,56 @@ def _titled_table(out: _Out, title: str, header, rows, tolerances, fold: bool | 
         _table(out, header, rows, tolerances, title)
 
 
+def _number_piece(n: dict, what: str | None = None):
+    """(the value as a line piece, a slot where the check must judge it; how it is compared)."""
+    what = what or f"number {n['name']!r}"
+    if n.get("noise") is not None:
+        return (Var(measured_text(n["value"], n["noise"], n.get("unit")), "measured", n["value"],
+                    what=what, noise=n["noise"]), "measured (± its noise)")
+    if n.get("bound") is not None:
+        return (Var(format_number(n["value"], n.get("unit")), "bound", n["value"], what=what,
+                    bound=tuple(n["bound"])),
+                "bound " + bound_text(n["bound"]) + (f" {n['unit']}" if n.get("unit") else ""))
+    tol = n.get("effective_tolerance")
+    return (_tolerance_var(format_number(n["value"], n.get("unit")), n["value"],
+                           {"rel": tol} if tol is not None else None, what),
+            "exact" if tol is None else percent(tol))
+
+
+def _findings(out: _Out, sections: list, config: DumprefConfig) -> None:
+    """One line a claim, under its section's title: its ``finding=`` with the numbers it
+    quotes (``{name}``), or its title, linked to the claim."""
+    out.where = "findings"
+    out.add("## Findings")
+    out.blank()
+    for s, rs in sections:
+        if len(sections) > 1:
+            out.add(f"**{prose(config.section_title(s))}**")
+            out.blank()
+        for r in rs:
+            out.claim = r["nodeid"]
+            title = r.get("title") or default_title(r["nodeid"])
+            pieces: list = [f"- [{_link_text(title)}](#{anchor(r['nodeid'])})"]
+            if r.get("finding"):
+                numbers = {i["name"]: i for i in r["evidence"] if i["kind"] == "number"}
+                pieces.append(": ")
+                pos = 0
+                for m in FINDING_FIELD.finditer(r["finding"]):
+                    pieces.append(prose(r["finding"][pos:m.start()]))
+                    pieces.append(_number_piece(numbers[m.group(1)], f"finding's number {m.group(1)!r}")[0])
+                    pos = m.end()
+                pieces.append(prose(r["finding"][pos:]))
+            out.add(*pieces)
+        out.claim = None
+        out.blank()
+
+
 def _numbers(out: _Out, numbers: list[dict]) -> None:
     def body():
         out.add("| number | value | tolerance |")
         out.add("|---|---|---|")
         for n in numbers:
-            what = f"number {n['name']!r}"
-            if n.get("noise") is not None:
-                value = Var(measured_text(n["value"], n["noise"], n.get("unit")), "measured", n["value"],
-                            what=what, noise=n["noise"])
-                how = "measured (± its noise)"
-            elif n.get("bound") is not None:
-                value = Var(format_number(n["value"], n.get("unit")), "bound", n["value"], what=what,
-                            bound=tuple(n["bound"]))
-                how = "bound " + bound_text(n["bound"]) + (f" {n['unit']}" if n.get("unit") else "")
-            else:
-                tol = n.get("effective_tolerance")
-                value = _tolerance_var(format_number(n["value"], n.get("unit")), n["value"],
-                                       {"rel": tol} if tol is not None else None, what)
-                how = "exact" if tol is None else percent(tol)
+            value, how = _number_piece(n)
             out.add(f"| {_md_cell(n['name'])} | ", value, " | ", how, " |")
     if len(numbers) > NUMBERS_FOLD:
         _folded(out, f"all {len(numbers)} numbers of this claim", body)
@@ -558,6 +590,7 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
     # Heading ids in document order (GitHub numbers repeated slugs in that order).
     seen: dict[str, int] = {}
     github_slug(config.title, seen)
+    findings_slug = github_slug("Findings", seen) if sections else None
     github_slug("Contents", seen)
     env_slug = github_slug("Environment", seen)
     section_slugs = {}
@@ -585,9 +618,14 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
                 "re-run differ from it by N % of its value.")
         out.blank()
 
+    if sections:
+        _findings(out, sections, config)
+
     out.where = "contents"
     out.add("## Contents")
     out.blank()
+    if findings_slug:
+        out.add(f"- [Findings](#{findings_slug})")
     out.add(f"- [Environment](#{env_slug})")
     for s, rs in sections:
         out.add(f"- [{config.section_title(s)}](#{section_slugs[s]})")
