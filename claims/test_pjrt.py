@@ -225,6 +225,7 @@ print(json.dumps({"x": [str(x.dtype), list(x.shape)],
 
 @pytest.mark.claim("The transformer block of Study 1, jitted, runs on the dumpref device and "
                    "matches XLA's CPU backend to a relative error below 1e-5.", title="Study 1's transformer block on the device",
+                   finding="relative error {max relative error, dumpref vs CPU} against the CPU backend",
                    section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes=BLOCK_SHAPES,
                         method="jax.jit on jax.devices('dumpref')[0] vs jax.devices('cpu')[0], one subprocess; "
@@ -277,6 +278,7 @@ print(json.dumps({"params": {k: [str(a.dtype), list(a.shape)] for k, a in
                    "into the embeddings, an Adam update), jitted on the dumpref device, matches XLA's "
                    "CPU backend to f32 rounding: over two steps, every parameter and optimizer moment "
                    "within a relative error of 1e-4.", title="A model's training step on the device",
+                   finding="two Adam steps, relative error {max relative error, dumpref vs CPU} against the CPU backend",
                    section="pjrt")
 @pytest.mark.provenance(dtype=("f32", "s32"), shapes=GPT2_SHAPES,
                         method="jax.jit(examples.gpt2_train_step) on jax.devices('dumpref')[0] vs "
@@ -417,6 +419,7 @@ def test_rules_measured_by_one_line_edits(pjrt_plugin, evidence, tmp_path):
                    "against the real pjrt_c_api.h with the command shown and passes level 1 and "
                    "level 2 when registered with jax's own PJRT_NAMES_AND_LIBRARY_PATHS; its size "
                    "against the full plugin is in the numbers.", title="Appendix: the minimal plugin, to build without this repository",
+                   finding="{lines of minimal.c} lines of C fill {slots it fills (SLOT entries of its table)} slots and run levels 1 and 2",
                    section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3)}, method="the reader's recipe run as written in a fresh "
                         "folder; level snippets in subprocesses; sizes counted from the source and the built table")
