@@ -196,6 +196,15 @@ class BuiltPlugin:
         return " ".join(self._portable_command())
 
 
+def default_out_dir() -> Path:
+    """Where ``build-plugin`` puts a library when no ``--out`` is given: the per-user cache
+    (``$XDG_CACHE_HOME``, else ``~/.cache``), ``pytest-dumpref/build-plugin``, never the
+    folder it happens to run in.  (The plugin that ``DUMPREF_PJRT=1`` registers is cached
+    beside it, under ``pytest-dumpref/pjrt``, one folder per version of the sources.)"""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytest-dumpref" / "build-plugin"
+
+
 def build_plugin(out_dir, *, sanitize: bool = False, name: str | None = None,
                  minimal: bool = False, source: Path | None = None) -> BuiltPlugin:
     """Compile ``plugin_c/*.c`` (or, ``minimal``, ``plugin_c/minimal/minimal.c`` -- or the

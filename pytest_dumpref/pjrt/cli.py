@@ -7,7 +7,10 @@ import sys
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("build-plugin", help="build the dumpref PJRT plugin (C) and print its path")
-    p.add_argument("--out", default="build/pjrt", help="folder for the library (default: build/pjrt)")
+    p.add_argument("--out", default=None,
+                   help="folder for the library (default: the per-user cache, "
+                        "$XDG_CACHE_HOME/pytest-dumpref/build-plugin, else "
+                        "~/.cache/pytest-dumpref/build-plugin)")
     p.add_argument("--sanitize", action="store_true",
                    help="build with AddressSanitizer and UndefinedBehaviorSanitizer")
     p.add_argument("--minimal", action="store_true",
@@ -16,7 +19,9 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from .build import BuildError, build_plugin
+    from .build import BuildError, build_plugin, default_out_dir
+    if args.out is None:
+        args.out = default_out_dir()
     try:
         if args.minimal and args.sanitize:
             raise BuildError("--minimal and --sanitize do not go together (the sanitizer build "

@@ -51,3 +51,15 @@ def test_build_plugin_minimal_builds_the_one_file_plugin(tmp_path):
 def test_build_plugin_minimal_refuses_sanitize(tmp_path):
     done = _cli("--minimal", "--sanitize", "--out", str(tmp_path / "out"))
     assert done.returncode == 1 and "do not go together" in done.stderr
+
+
+def test_without_out_the_library_goes_to_the_user_cache_not_the_current_folder(tmp_path):
+    cwd = tmp_path / "a-project"
+    cwd.mkdir()
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-m", "pytest_dumpref", "build-plugin", "--minimal"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip())
+    assert path == (tmp_path / "cache" / "pytest-dumpref" / "build-plugin" / MINIMAL_LIBRARY_NAME).resolve()
+    assert path.is_file() and list(cwd.iterdir()) == []
