@@ -9,6 +9,7 @@
 
 #include <setjmp.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "prog.h"
 
@@ -203,6 +204,39 @@ void vh_lower(prog_ctx* ctx, const bc_module* m, prog_program* program);
 
 /* Reads MLIR text (StableHLO, generic or pretty form) into a program (prog_text.c). */
 void prog_text_parse(prog_ctx* ctx, const char* text, size_t size, prog_program* program);
+
+/* ---- element loads and stores ------------------------------------------------------------
+ *
+ * Every kernel reads and writes elements through these, never through a typed pointer: an
+ * array's address is not the interpreter's to choose (a caller's buffer, a numpy view, an
+ * element of another array passed by address to a region), and a typed access to an address
+ * that is not a multiple of the type's size is undefined behaviour in C, which an optimizer may
+ * turn into an aligned vector load that faults.  memcpy of a constant size is defined for any
+ * address, and gcc and clang compile it at -O1 and above to the one plain move (and vectorize
+ * loops of them) that the typed access would have been. */
+#define RT_ACCESS(T)                                                                       \
+  static inline T ld_##T(const void* p, int64_t i) {                                      \
+    T v;                                                                                   \
+    memcpy(&v, (const char*)p + i * (int64_t)sizeof(T), sizeof(T));                        \
+    return v;                                                                              \
+  }                                                                                        \
+  static inline void st_##T(void* p, int64_t i, T v) {                                    \
+    memcpy((char*)p + i * (int64_t)sizeof(T), &v, sizeof(T));                              \
+  }
+RT_ACCESS(float)
+RT_ACCESS(double)
+RT_ACCESS(int8_t)
+RT_ACCESS(uint8_t)
+RT_ACCESS(int16_t)
+RT_ACCESS(uint16_t)
+RT_ACCESS(int32_t)
+RT_ACCESS(uint32_t)
+RT_ACCESS(int64_t)
+RT_ACCESS(uint64_t)
+#undef RT_ACCESS
+/* LD(T, p, i): element i of the T array at p; ST(T, p, i, v) stores v there. */
+#define LD(T, p, i) ld_##T((p), (i))
+#define ST(T, p, i, v) st_##T((p), (i), (v))
 
 /* ---- the interpreter's shared pieces (prog_interp.c; kernels in prog_ops_*.c) ------------ */
 

@@ -17,6 +17,25 @@
 
 #include "prog_internal.h"
 
+/* complex elements through memcpy (see LD in prog_internal.h): C11 lays a complex number
+ * out as its real and imaginary parts */
+static inline double complex ld_c64(const void* p, int64_t i) {
+  float complex z;
+  memcpy(&z, (const char*)p + i * (int64_t)sizeof z, sizeof z);
+  return z;
+}
+static inline double complex ld_c128(const void* p, int64_t i) {
+  double complex z;
+  memcpy(&z, (const char*)p + i * (int64_t)sizeof z, sizeof z);
+  return z;
+}
+static inline void st_c64(void* p, int64_t i, float complex z) {
+  memcpy((char*)p + i * (int64_t)sizeof z, &z, sizeof z);
+}
+static inline void st_c128(void* p, int64_t i, double complex z) {
+  memcpy((char*)p + i * (int64_t)sizeof z, &z, sizeof z);
+}
+
 int rt_fail(run_ctx* r, int code, const char* msg, const char* op) {
   r->status->code = code;
   snprintf(r->status->message, sizeof r->status->message, "%s%s%s", msg, op ? " in " : "",
@@ -118,34 +137,16 @@ bool rt_is_unsigned(prog_dtype t) {
 
 double rt_get_f(prog_dtype t, const void* p, int64_t i) {
   switch (t) {
-    case PROG_F32: return ((const float*)p)[i];
-    case PROG_F64: return ((const double*)p)[i];
-    case PROG_BF16: return rt_bf16_to_f32(((const uint16_t*)p)[i]);
-    case PROG_F16: return rt_f16_to_f32(((const uint16_t*)p)[i]);
+    case PROG_F32: return LD(float, p, i);
+    case PROG_F64: return LD(double, p, i);
+    case PROG_BF16: return rt_bf16_to_f32(LD(uint16_t, p, i));
+    case PROG_F16: return rt_f16_to_f32(LD(uint16_t, p, i));
     case PROG_F8E4M3FN: return f8_decode(((const uint8_t*)p)[i], 4, 3, 7, true);
     case PROG_F8E5M2: return f8_decode(((const uint8_t*)p)[i], 5, 2, 15, false);
-    case PROG_U64: return (double)((const uint64_t*)p)[i];
-    case PROG_C64: return ((const float*)p)[2 * i];  /* the real part */
-    case PROG_C128: return ((const double*)p)[2 * i];
+    case PROG_U64: return (double)LD(uint64_t, p, i);
+    case PROG_C64: return LD(float, p, 2 * i);  /* the real part */
+    case PROG_C128: return LD(double, p, 2 * i);
     default: return (double)rt_get_i(t, p, i);
-  }
-}
-
-int64_t rt_get_i(prog_dtype t, const void* p, int64_t i) {
-  switch (t) {
-    case PROG_PRED: return ((const uint8_t*)p)[i] != 0;
-    case PROG_S8: return ((const int8_t*)p)[i];
-    case PROG_U8: return ((const uint8_t*)p)[i];
-    case PROG_S16: return ((const int16_t*)p)[i];
-    case PROG_U16: return ((const uint16_t*)p)[i];
-    case PROG_S32: return ((const int32_t*)p)[i];
-    case PROG_U32: return ((const uint32_t*)p)[i];
-    case PROG_S64: return ((const int64_t*)p)[i];
-    case PROG_U64: return (int64_t)((const uint64_t*)p)[i];
-    case PROG_S4: return (int8_t)(uint8_t)(((const uint8_t*)p)[i] << 4) >> 4;
-    case PROG_U4: return ((const uint8_t*)p)[i] & 0xf;
-    case PROG_TOKEN: return 0;
-    default: return (int64_t)rt_get_f(t, p, i);
   }
 }
 
@@ -156,20 +157,39 @@ static int64_t saturate(double x, double lo, double hi) {
   return (int64_t)x;
 }
 
+int64_t rt_get_i(prog_dtype t, const void* p, int64_t i) {
+  switch (t) {
+    case PROG_PRED: return ((const uint8_t*)p)[i] != 0;
+    case PROG_S8: return ((const int8_t*)p)[i];
+    case PROG_U8: return ((const uint8_t*)p)[i];
+    case PROG_S16: return LD(int16_t, p, i);
+    case PROG_U16: return LD(uint16_t, p, i);
+    case PROG_S32: return LD(int32_t, p, i);
+    case PROG_U32: return LD(uint32_t, p, i);
+    case PROG_S64: return LD(int64_t, p, i);
+    case PROG_U64: return (int64_t)LD(uint64_t, p, i);
+    case PROG_S4: return (int8_t)(uint8_t)(((const uint8_t*)p)[i] << 4) >> 4;
+    case PROG_U4: return ((const uint8_t*)p)[i] & 0xf;
+    case PROG_TOKEN: return 0;
+    /* a float as an integer: saturated, NaN 0 (a plain cast is undefined out of range) */
+    default: return saturate(rt_get_f(t, p, i), -9223372036854775808.0, 9223372036854774784.0);
+  }
+}
+
 void rt_put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from_float) {
   switch (t) {
     case PROG_C64:  /* a real value: imaginary part 0 */
-      ((float*)p)[2 * i] = from_float ? (float)f : (float)n;
-      ((float*)p)[2 * i + 1] = 0;
+      ST(float, p, 2 * i, from_float ? (float)f : (float)n);
+      ST(float, p, 2 * i + 1, 0);
       return;
     case PROG_C128:
-      ((double*)p)[2 * i] = from_float ? f : (double)n;
-      ((double*)p)[2 * i + 1] = 0;
+      ST(double, p, 2 * i, from_float ? f : (double)n);
+      ST(double, p, 2 * i + 1, 0);
       return;
-    case PROG_F32: ((float*)p)[i] = from_float ? (float)f : (float)n; return;
-    case PROG_F64: ((double*)p)[i] = from_float ? f : (double)n; return;
-    case PROG_BF16: ((uint16_t*)p)[i] = rt_f32_to_bf16(from_float ? (float)f : (float)n); return;
-    case PROG_F16: ((uint16_t*)p)[i] = rt_f32_to_f16(from_float ? (float)f : (float)n); return;
+    case PROG_F32: ST(float, p, i, from_float ? (float)f : (float)n); return;
+    case PROG_F64: ST(double, p, i, from_float ? f : (double)n); return;
+    case PROG_BF16: ST(uint16_t, p, i, rt_f32_to_bf16(from_float ? (float)f : (float)n)); return;
+    case PROG_F16: ST(uint16_t, p, i, rt_f32_to_f16(from_float ? (float)f : (float)n)); return;
     case PROG_F8E4M3FN:
       ((uint8_t*)p)[i] = f8_encode(from_float ? (double)(float)f : (double)n, 4, 3, 7, true);
       return;
@@ -183,24 +203,24 @@ void rt_put(prog_dtype t, void* p, int64_t i, double f, int64_t n, bool from_flo
     case PROG_U4: ((uint8_t*)p)[i] = (uint8_t)((from_float ? saturate(f, 0, 15) : n) & 0xf); return;
     case PROG_U8: ((uint8_t*)p)[i] = (uint8_t)(from_float ? saturate(f, 0, 255) : n); return;
     case PROG_S16:
-      ((int16_t*)p)[i] = (int16_t)(from_float ? saturate(f, -32768, 32767) : n);
+      ST(int16_t, p, i, (int16_t)(from_float ? saturate(f, -32768, 32767) : n));
       return;
-    case PROG_U16: ((uint16_t*)p)[i] = (uint16_t)(from_float ? saturate(f, 0, 65535) : n); return;
+    case PROG_U16: ST(uint16_t, p, i, (uint16_t)(from_float ? saturate(f, 0, 65535) : n)); return;
     case PROG_S32:
-      ((int32_t*)p)[i] = (int32_t)(from_float ? saturate(f, -2147483648.0, 2147483647.0) : n);
+      ST(int32_t, p, i, (int32_t)(from_float ? saturate(f, -2147483648.0, 2147483647.0) : n));
       return;
     case PROG_U32:
-      ((uint32_t*)p)[i] = (uint32_t)(from_float ? saturate(f, 0, 4294967295.0) : n);
+      ST(uint32_t, p, i, (uint32_t)(from_float ? saturate(f, 0, 4294967295.0) : n));
       return;
     case PROG_S64:
-      ((int64_t*)p)[i] = from_float ? saturate(f, -9223372036854775808.0, 9223372036854774784.0) : n;
+      ST(int64_t, p, i, from_float ? saturate(f, -9223372036854775808.0, 9223372036854774784.0) : n);
       return;
     case PROG_U64:
       if (from_float) {
-        ((uint64_t*)p)[i] = isnan(f) || f <= 0 ? 0 : f >= 18446744073709551615.0
-                                                     ? UINT64_MAX : (uint64_t)f;
+        ST(uint64_t, p, i, isnan(f) || f <= 0 ? 0 : f >= 18446744073709551615.0
+                                                     ? UINT64_MAX : (uint64_t)f);
       } else {
-        ((uint64_t*)p)[i] = (uint64_t)n;
+        ST(uint64_t, p, i, (uint64_t)n);
       }
       return;
   }
@@ -216,8 +236,8 @@ static void convert(const prog_shape* from, const void* a, const prog_shape* to,
   }
   if (rt_is_complex(from->dtype) && rt_is_complex(to->dtype)) {  /* c64 <-> c128, both parts */
     for (int64_t i = 0; i < 2 * n; i++) {
-      double x = from->dtype == PROG_C64 ? ((const float*)a)[i] : ((const double*)a)[i];
-      if (to->dtype == PROG_C64) ((float*)o)[i] = (float)x; else ((double*)o)[i] = x;
+      double x = from->dtype == PROG_C64 ? LD(float, a, i) : LD(double, a, i);
+      if (to->dtype == PROG_C64) ST(float, o, i, (float)x); else ST(double, o, i, x);
     }
     return;
   }
@@ -239,48 +259,48 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
 #define FMINN(x, y) (isnan(x) ? (x) : isnan(y) ? (y) : (x) < (y) ? (x) : (y))
 
 #define FLOAT_UNARY(T, SUF)                                                                \
-  static void unary_##SUF(prog_opcode op, const T* a, T* o, int64_t n) {                  \
+  static void unary_##SUF(prog_opcode op, const void* a, void* o, int64_t n) {             \
     switch (op) {                                                                          \
-      case OP_NEGATE: for (int64_t i = 0; i < n; i++) o[i] = -a[i]; break;                 \
-      case OP_ABS: for (int64_t i = 0; i < n; i++) o[i] = fabs##SUF(a[i]); break;          \
-      case OP_EXP: for (int64_t i = 0; i < n; i++) o[i] = exp##SUF(a[i]); break;           \
-      case OP_LOG: for (int64_t i = 0; i < n; i++) o[i] = log##SUF(a[i]); break;           \
-      case OP_TANH: for (int64_t i = 0; i < n; i++) o[i] = tanh##SUF(a[i]); break;         \
+      case OP_NEGATE: for (int64_t i = 0; i < n; i++) ST(T, o, i, -LD(T, a, i)); break;    \
+      case OP_ABS: for (int64_t i = 0; i < n; i++) ST(T, o, i, fabs##SUF(LD(T, a, i))); break; \
+      case OP_EXP: for (int64_t i = 0; i < n; i++) ST(T, o, i, exp##SUF(LD(T, a, i))); break; \
+      case OP_LOG: for (int64_t i = 0; i < n; i++) ST(T, o, i, log##SUF(LD(T, a, i))); break; \
+      case OP_TANH: for (int64_t i = 0; i < n; i++) ST(T, o, i, tanh##SUF(LD(T, a, i))); break; \
       case OP_LOGISTIC:                                                                    \
-        for (int64_t i = 0; i < n; i++) o[i] = (T)1 / ((T)1 + exp##SUF(-a[i]));            \
+        for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)1 / ((T)1 + exp##SUF(-LD(T, a, i)))); \
         break;                                                                             \
-      case OP_SQRT: for (int64_t i = 0; i < n; i++) o[i] = sqrt##SUF(a[i]); break;         \
-      case OP_RSQRT: for (int64_t i = 0; i < n; i++) o[i] = (T)1 / sqrt##SUF(a[i]); break; \
-      case OP_CBRT: for (int64_t i = 0; i < n; i++) o[i] = cbrt##SUF(a[i]); break;         \
+      case OP_SQRT: for (int64_t i = 0; i < n; i++) ST(T, o, i, sqrt##SUF(LD(T, a, i))); break; \
+      case OP_RSQRT: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)1 / sqrt##SUF(LD(T, a, i))); break; \
+      case OP_CBRT: for (int64_t i = 0; i < n; i++) ST(T, o, i, cbrt##SUF(LD(T, a, i))); break; \
       case OP_SIGN:                                                                        \
         for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = isnan(a[i]) ? a[i] : a[i] > 0 ? (T)1 : a[i] < 0 ? (T)-1 : a[i];           \
+          ST(T, o, i, isnan(LD(T, a, i)) ? LD(T, a, i) : LD(T, a, i) > 0 ? (T)1 : LD(T, a, i) < 0 ? (T)-1 : LD(T, a, i)); \
         break;                                                                             \
-      case OP_FLOOR: for (int64_t i = 0; i < n; i++) o[i] = floor##SUF(a[i]); break;       \
-      case OP_CEIL: for (int64_t i = 0; i < n; i++) o[i] = ceil##SUF(a[i]); break;         \
-      case OP_ROUND_AFZ: for (int64_t i = 0; i < n; i++) o[i] = round##SUF(a[i]); break;   \
-      case OP_ROUND_EVEN: for (int64_t i = 0; i < n; i++) o[i] = nearbyint##SUF(a[i]); break; \
-      case OP_LOG1P: for (int64_t i = 0; i < n; i++) o[i] = log1p##SUF(a[i]); break;       \
-      case OP_EXPM1: for (int64_t i = 0; i < n; i++) o[i] = expm1##SUF(a[i]); break;       \
-      case OP_SIN: for (int64_t i = 0; i < n; i++) o[i] = sin##SUF(a[i]); break;           \
-      case OP_COS: for (int64_t i = 0; i < n; i++) o[i] = cos##SUF(a[i]); break;           \
-      case OP_TAN: for (int64_t i = 0; i < n; i++) o[i] = tan##SUF(a[i]); break;           \
+      case OP_FLOOR: for (int64_t i = 0; i < n; i++) ST(T, o, i, floor##SUF(LD(T, a, i))); break; \
+      case OP_CEIL: for (int64_t i = 0; i < n; i++) ST(T, o, i, ceil##SUF(LD(T, a, i))); break; \
+      case OP_ROUND_AFZ: for (int64_t i = 0; i < n; i++) ST(T, o, i, round##SUF(LD(T, a, i))); break; \
+      case OP_ROUND_EVEN: for (int64_t i = 0; i < n; i++) ST(T, o, i, nearbyint##SUF(LD(T, a, i))); break; \
+      case OP_LOG1P: for (int64_t i = 0; i < n; i++) ST(T, o, i, log1p##SUF(LD(T, a, i))); break; \
+      case OP_EXPM1: for (int64_t i = 0; i < n; i++) ST(T, o, i, expm1##SUF(LD(T, a, i))); break; \
+      case OP_SIN: for (int64_t i = 0; i < n; i++) ST(T, o, i, sin##SUF(LD(T, a, i))); break; \
+      case OP_COS: for (int64_t i = 0; i < n; i++) ST(T, o, i, cos##SUF(LD(T, a, i))); break; \
+      case OP_TAN: for (int64_t i = 0; i < n; i++) ST(T, o, i, tan##SUF(LD(T, a, i))); break; \
       default: break;                                                                      \
     }                                                                                      \
   }
 
 #define FLOAT_BINARY(T, SUF)                                                               \
-  static void binary_##SUF(prog_opcode op, const T* a, const T* b, T* o, int64_t n) {     \
+  static void binary_##SUF(prog_opcode op, const void* a, const void* b, void* o, int64_t n) { \
     switch (op) {                                                                          \
-      case OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;              \
-      case OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;              \
-      case OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;              \
-      case OP_DIV: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;              \
-      case OP_REM: for (int64_t i = 0; i < n; i++) o[i] = fmod##SUF(a[i], b[i]); break;    \
-      case OP_POW: for (int64_t i = 0; i < n; i++) o[i] = pow##SUF(a[i], b[i]); break;     \
-      case OP_ATAN2: for (int64_t i = 0; i < n; i++) o[i] = atan2##SUF(a[i], b[i]); break; \
-      case OP_MAX: for (int64_t i = 0; i < n; i++) o[i] = FMAXN(a[i], b[i]); break;        \
-      case OP_MIN: for (int64_t i = 0; i < n; i++) o[i] = FMINN(a[i], b[i]); break;        \
+      case OP_ADD: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) + LD(T, b, i)); break; \
+      case OP_SUB: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) - LD(T, b, i)); break; \
+      case OP_MUL: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) * LD(T, b, i)); break; \
+      case OP_DIV: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) / LD(T, b, i)); break; \
+      case OP_REM: for (int64_t i = 0; i < n; i++) ST(T, o, i, fmod##SUF(LD(T, a, i), LD(T, b, i))); break; \
+      case OP_POW: for (int64_t i = 0; i < n; i++) ST(T, o, i, pow##SUF(LD(T, a, i), LD(T, b, i))); break; \
+      case OP_ATAN2: for (int64_t i = 0; i < n; i++) ST(T, o, i, atan2##SUF(LD(T, a, i), LD(T, b, i))); break; \
+      case OP_MAX: for (int64_t i = 0; i < n; i++) ST(T, o, i, FMAXN(LD(T, a, i), LD(T, b, i))); break; \
+      case OP_MIN: for (int64_t i = 0; i < n; i++) ST(T, o, i, FMINN(LD(T, a, i), LD(T, b, i))); break; \
       default: break;                                                                      \
     }                                                                                      \
   }
@@ -294,26 +314,26 @@ static inline bool neg64(int64_t x) { return x < 0; }
 
 /* Integers of every width, signed (S = 1) or not: wrapping arithmetic through the unsigned
  * type W (at least 32 bits wide, so that no narrow product is promoted to a signed int). */
-#define INT_KERNELS(T, W, SUF, TMIN, BITS, SIGNED)                                            \
-  static void unary_##SUF(prog_opcode op, const T* a, T* o, int64_t n) {                  \
+#define INT_KERNELS(T, W, SUF, TMIN, BITS, SIGNED)                                         \
+  static void unary_##SUF(prog_opcode op, const void* a, void* o, int64_t n) {             \
     switch (op) {                                                                          \
-      case OP_NEGATE: for (int64_t i = 0; i < n; i++) o[i] = (T)(0 - (W)a[i]); break;      \
+      case OP_NEGATE: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)(0 - (W)LD(T, a, i))); break; \
       case OP_ABS:                                                                         \
-        for (int64_t i = 0; i < n; i++) o[i] = SIGNED && neg64((int64_t)a[i]) ? (T)(0 - (W)a[i]) : a[i]; \
+        for (int64_t i = 0; i < n; i++) ST(T, o, i, SIGNED && neg64((int64_t)LD(T, a, i)) ? (T)(0 - (W)LD(T, a, i)) : LD(T, a, i)); \
         break;                                                                             \
       case OP_SIGN:                                                                        \
         for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = (T)(SIGNED && neg64((int64_t)a[i]) ? (T)-1 : a[i] != 0);                  \
+          ST(T, o, i, (T)(SIGNED && neg64((int64_t)LD(T, a, i)) ? (T)-1 : LD(T, a, i) != 0)); \
         break;                                                                             \
-      case OP_NOT: for (int64_t i = 0; i < n; i++) o[i] = (T)~a[i]; break;                 \
+      case OP_NOT: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)~LD(T, a, i)); break;    \
       case OP_POPCNT:                                                                      \
         for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = (T)__builtin_popcountll((unsigned long long)(W)a[i] & (~0ull >> (64 - BITS))); \
+          ST(T, o, i, (T)__builtin_popcountll((unsigned long long)(W)LD(T, a, i) & (~0ull >> (64 - BITS)))); \
         break;                                                                             \
       case OP_CLZ:                                                                         \
         for (int64_t i = 0; i < n; i++) {                                                  \
-          unsigned long long x = (unsigned long long)(W)a[i] & (~0ull >> (64 - BITS));     \
-          o[i] = (T)(x == 0 ? BITS : __builtin_clzll(x) - (64 - BITS));                    \
+          unsigned long long x = (unsigned long long)(W)LD(T, a, i) & (~0ull >> (64 - BITS)); \
+          ST(T, o, i, (T)(x == 0 ? BITS : __builtin_clzll(x) - (64 - BITS)));              \
         }                                                                                  \
         break;                                                                             \
       default: break;                                                                      \
@@ -327,45 +347,45 @@ static inline bool neg64(int64_t x) { return x < 0; }
       if (e & 1) r *= b;                                                                   \
     return (T)r;                                                                           \
   }                                                                                        \
-  static void binary_##SUF(prog_opcode op, const T* a, const T* b, T* o, int64_t n) {     \
+  static void binary_##SUF(prog_opcode op, const void* a, const void* b, void* o, int64_t n) { \
     switch (op) {                                                                          \
-      case OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = (T)((W)a[i] + (W)b[i]); break;   \
-      case OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = (T)((W)a[i] - (W)b[i]); break;   \
-      case OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = (T)((W)a[i] * (W)b[i]); break;   \
+      case OP_ADD: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)((W)LD(T, a, i) + (W)LD(T, b, i))); break; \
+      case OP_SUB: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)((W)LD(T, a, i) - (W)LD(T, b, i))); break; \
+      case OP_MUL: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)((W)LD(T, a, i) * (W)LD(T, b, i))); break; \
       case OP_DIV:                                                                         \
         for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = b[i] == 0 ? (T)-1 : (a[i] == TMIN && b[i] == (T)-1) ? TMIN : (T)(a[i] / b[i]); \
+          ST(T, o, i, LD(T, b, i) == 0 ? (T)-1 : (LD(T, a, i) == TMIN && LD(T, b, i) == (T)-1) ? TMIN : (T)(LD(T, a, i) / LD(T, b, i))); \
         break;                                                                             \
       case OP_REM:                                                                         \
         for (int64_t i = 0; i < n; i++)                                                    \
-          o[i] = b[i] == 0 ? a[i] : (a[i] == TMIN && b[i] == (T)-1) ? 0 : (T)(a[i] % b[i]); \
+          ST(T, o, i, LD(T, b, i) == 0 ? LD(T, a, i) : (LD(T, a, i) == TMIN && LD(T, b, i) == (T)-1) ? 0 : (T)(LD(T, a, i) % LD(T, b, i))); \
         break;                                                                             \
-      case OP_POW: for (int64_t i = 0; i < n; i++) o[i] = ipow_##SUF(a[i], b[i]); break;   \
-      case OP_MAX: for (int64_t i = 0; i < n; i++) o[i] = a[i] > b[i] ? a[i] : b[i]; break; \
-      case OP_MIN: for (int64_t i = 0; i < n; i++) o[i] = a[i] < b[i] ? a[i] : b[i]; break; \
-      case OP_AND: for (int64_t i = 0; i < n; i++) o[i] = a[i] & b[i]; break;              \
-      case OP_OR: for (int64_t i = 0; i < n; i++) o[i] = a[i] | b[i]; break;               \
-      case OP_XOR: for (int64_t i = 0; i < n; i++) o[i] = a[i] ^ b[i]; break;              \
-      /* shifts by the bit width or more: 0, or the sign for arithmetic right shifts */     \
+      case OP_POW: for (int64_t i = 0; i < n; i++) ST(T, o, i, ipow_##SUF(LD(T, a, i), LD(T, b, i))); break; \
+      case OP_MAX: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) > LD(T, b, i) ? LD(T, a, i) : LD(T, b, i)); break; \
+      case OP_MIN: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) < LD(T, b, i) ? LD(T, a, i) : LD(T, b, i)); break; \
+      case OP_AND: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) & LD(T, b, i)); break; \
+      case OP_OR: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) | LD(T, b, i)); break; \
+      case OP_XOR: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) ^ LD(T, b, i)); break; \
+      /* shifts by the bit width or more: 0, or the sign for arithmetic right shifts */    \
       case OP_SHL:                                                                         \
         for (int64_t i = 0; i < n; i++) {                                                  \
-          uint64_t s = (uint64_t)(W)b[i] & (~0ull >> (64 - BITS));                         \
-          o[i] = s >= BITS ? 0 : (T)((uint64_t)(W)a[i] << s);                              \
+          uint64_t s = (uint64_t)(W)LD(T, b, i) & (~0ull >> (64 - BITS));                  \
+          ST(T, o, i, s >= BITS ? 0 : (T)((uint64_t)(W)LD(T, a, i) << s));                 \
         }                                                                                  \
         break;                                                                             \
       case OP_SHRL:                                                                        \
         for (int64_t i = 0; i < n; i++) {                                                  \
-          uint64_t s = (uint64_t)(W)b[i] & (~0ull >> (64 - BITS));                         \
-          uint64_t x = (uint64_t)(W)a[i] & (~0ull >> (64 - BITS));                         \
-          o[i] = s >= BITS ? 0 : (T)(x >> s);                                              \
+          uint64_t s = (uint64_t)(W)LD(T, b, i) & (~0ull >> (64 - BITS));                  \
+          uint64_t x = (uint64_t)(W)LD(T, a, i) & (~0ull >> (64 - BITS));                  \
+          ST(T, o, i, s >= BITS ? 0 : (T)(x >> s));                                        \
         }                                                                                  \
         break;                                                                             \
       case OP_SHRA:                                                                        \
         for (int64_t i = 0; i < n; i++) {                                                  \
-          uint64_t s = (uint64_t)(W)b[i] & (~0ull >> (64 - BITS));                         \
+          uint64_t s = (uint64_t)(W)LD(T, b, i) & (~0ull >> (64 - BITS));                  \
           /* the bits as a signed value of the same width */                               \
-          int64_t x = (int64_t)((uint64_t)(W)a[i] << (64 - BITS)) >> (64 - BITS);          \
-          o[i] = (T)(s >= BITS ? (x < 0 ? -1 : 0) : x >> s);                               \
+          int64_t x = (int64_t)((uint64_t)(W)LD(T, a, i) << (64 - BITS)) >> (64 - BITS);   \
+          ST(T, o, i, (T)(s >= BITS ? (x < 0 ? -1 : 0) : x >> s));                         \
         }                                                                                  \
         break;                                                                             \
       default: break;                                                                      \
@@ -405,10 +425,13 @@ static void binary_pred(prog_opcode op, const uint8_t* a, const uint8_t* b, uint
   }
 }
 
-static float* widen(prog_dtype t, const uint16_t* a, int64_t n) {
+static float* widen(prog_dtype t, const void* a, int64_t n) {
   float* w = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
   if (w != NULL)
-    for (int64_t i = 0; i < n; i++) w[i] = t == PROG_BF16 ? rt_bf16_to_f32(a[i]) : rt_f16_to_f32(a[i]);
+    for (int64_t i = 0; i < n; i++) {
+      uint16_t h = LD(uint16_t, a, i);
+      w[i] = t == PROG_BF16 ? rt_bf16_to_f32(h) : rt_f16_to_f32(h);
+    }
   return w;
 }
 
@@ -510,7 +533,7 @@ static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* 
       } else {
         if (binary) binary_f(in->op, wa, wb, wa, n); else unary_f(in->op, wa, wa, n);
         for (int64_t i = 0; i < n; i++)
-          ((uint16_t*)o)[i] = t == PROG_BF16 ? rt_f32_to_bf16(wa[i]) : rt_f32_to_f16(wa[i]);
+          ST(uint16_t, o, i, t == PROG_BF16 ? rt_f32_to_bf16(wa[i]) : rt_f32_to_f16(wa[i]));
       }
       free(wa);
       free(wb);
@@ -557,15 +580,14 @@ static int elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a_shap
 
 #define COMPARE_LOOP(T, GET)                                                               \
   do {                                                                                     \
-    const T *x = a, *y = b;                                                                \
     for (int64_t i = 0; i < n; i++) {                                                      \
       switch (dir) {                                                                       \
-        case CMP_EQ: o[i] = GET(x[i]) == GET(y[i]); break;                                 \
-        case CMP_NE: o[i] = GET(x[i]) != GET(y[i]); break;                                 \
-        case CMP_GE: o[i] = GET(x[i]) >= GET(y[i]); break;                                 \
-        case CMP_GT: o[i] = GET(x[i]) > GET(y[i]); break;                                  \
-        case CMP_LE: o[i] = GET(x[i]) <= GET(y[i]); break;                                 \
-        default: o[i] = GET(x[i]) < GET(y[i]); break;                                      \
+        case CMP_EQ: o[i] = GET(LD(T, a, i)) == GET(LD(T, b, i)); break;                   \
+        case CMP_NE: o[i] = GET(LD(T, a, i)) != GET(LD(T, b, i)); break;                   \
+        case CMP_GE: o[i] = GET(LD(T, a, i)) >= GET(LD(T, b, i)); break;                   \
+        case CMP_GT: o[i] = GET(LD(T, a, i)) > GET(LD(T, b, i)); break;                    \
+        case CMP_LE: o[i] = GET(LD(T, a, i)) <= GET(LD(T, b, i)); break;                   \
+        default: o[i] = GET(LD(T, a, i)) < GET(LD(T, b, i)); break;                        \
       }                                                                                    \
     }                                                                                      \
   } while (0)
@@ -627,16 +649,13 @@ void rt_strided_copy(size_t esize, int rank, const int64_t* dims, char* dst,
   for (;;) {
     switch (esize) {  /* the inner loop, by element size, so the compiler can tighten it */
       case 4:
-        for (int64_t i = 0; i < len; i++)
-          ((uint32_t*)(void*)dst)[i * ds] = ((const uint32_t*)(const void*)src)[i * ss];
+        for (int64_t i = 0; i < len; i++) ST(uint32_t, dst, i * ds, LD(uint32_t, src, i * ss));
         break;
       case 8:
-        for (int64_t i = 0; i < len; i++)
-          ((uint64_t*)(void*)dst)[i * ds] = ((const uint64_t*)(const void*)src)[i * ss];
+        for (int64_t i = 0; i < len; i++) ST(uint64_t, dst, i * ds, LD(uint64_t, src, i * ss));
         break;
       case 2:
-        for (int64_t i = 0; i < len; i++)
-          ((uint16_t*)(void*)dst)[i * ds] = ((const uint16_t*)(const void*)src)[i * ss];
+        for (int64_t i = 0; i < len; i++) ST(uint16_t, dst, i * ds, LD(uint16_t, src, i * ss));
         break;
       case 1:
         for (int64_t i = 0; i < len; i++) dst[i * ds] = src[i * ss];
@@ -744,9 +763,7 @@ static void select_(const prog_insn* in, const prog_shape* p, void* const* args,
     return;
   }
   if (es == 4) {
-    const uint32_t *a = (const void*)t, *b = (const void*)f;
-    uint32_t* out = (void*)o;
-    for (int64_t i = 0; i < n; i++) out[i] = pred[i] ? a[i] : b[i];
+    for (int64_t i = 0; i < n; i++) ST(uint32_t, o, i, pred[i] ? LD(uint32_t, t, i) : LD(uint32_t, f, i));
     return;
   }
   for (int64_t i = 0; i < n; i++) memcpy(o + i * (int64_t)es, (pred[i] ? t : f) + i * (int64_t)es, es);
@@ -759,10 +776,10 @@ static void clamp(const prog_insn* in, const prog_shape* values, void* const* ar
   for (int64_t i = 0; i < n; i++) {
     int64_t li = lo_scalar ? 0 : i, hi = hi_scalar ? 0 : i;
     if (t == PROG_U64) {
-      uint64_t x = ((const uint64_t*)args[1])[i], lo = ((const uint64_t*)args[0])[li],
-               h = ((const uint64_t*)args[2])[hi];
+      uint64_t x = LD(uint64_t, args[1], i), lo = LD(uint64_t, args[0], li),
+               h = LD(uint64_t, args[2], hi);
       x = x < lo ? lo : x;
-      ((uint64_t*)o)[i] = x > h ? h : x;
+      ST(uint64_t, o, i, x > h ? h : x);
     } else if (!rt_is_float(t)) {
       int64_t x = rt_get_i(t, args[1], i), lo = rt_get_i(t, args[0], li), h = rt_get_i(t, args[2], hi);
       x = x < lo ? lo : x;
@@ -830,6 +847,7 @@ static void* dot_operand(const prog_shape* s, const void* src, const int* order,
   void* tmp = malloc((size_t)n * prog_dtype_size(s->dtype) + 8);
   if (tmp == NULL) { free(out); return NULL; }
   gather_dims(s, src, order, tmp);
+  /* out is malloc's (aligned for any type): typed stores are safe on the work copies */
   for (int64_t i = 0; i < n; i++) {
     if (w == WORK_F32) ((float*)out)[i] = (float)rt_get_f(s->dtype, tmp, i);
     else if (w == WORK_F64) ((double*)out)[i] = rt_get_f(s->dtype, tmp, i);
@@ -887,9 +905,11 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
   if (rt_is_complex(ot) || rt_is_complex(as->dtype) || rt_is_complex(bs->dtype))
     return dot_complex(r, in, as, bs, a_src, b_src, o, ao, bo, M, N, K, nbatch);
   work_type w = dot_work(as->dtype, bs->dtype, ot);
-  bool native_out = (w == WORK_F32 && ot == PROG_F32) || (w == WORK_F64 && ot == PROG_F64) ||
-                    (w == WORK_I64 && ot == PROG_S64);
   size_t ws = w == WORK_F32 ? 4 : 8;
+  /* the matmul kernels take typed rows: they write the output in place only when it is at its
+   * type's alignment (always, for the interpreter's own buffers), else into a temporary */
+  bool native_out = ((w == WORK_F32 && ot == PROG_F32) || (w == WORK_F64 && ot == PROG_F64) ||
+                     (w == WORK_I64 && ot == PROG_S64)) && (uintptr_t)o % ws == 0;
   void* a = dot_operand(as, a_src, ao, w, nbatch * M * K);
   void* b = dot_operand(bs, b_src, bo, w, nbatch * K * N);
   void* c = native_out ? o : malloc((size_t)(nbatch * M * N) * ws + 8);
@@ -930,42 +950,38 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
 
 #define REDUCE_FLOAT(T, ACC)                                                               \
   do {                                                                                     \
-    const T* x = src;                                                                      \
-    T* y = o;                                                                              \
-    T init = *(const T*)init_p;                                                            \
+    T init = LD(T, init_p, 0);                                                             \
     for (int64_t q = 0; q < outer; q++) {                                                  \
-      const T* row = x + q * len;                                                          \
+      const char* row = (const char*)src + q * len * (int64_t)sizeof(T);                   \
       ACC acc = init;                                                                      \
       switch (kind) {                                                                      \
-        case RED_ADD: for (int64_t i = 0; i < len; i++) acc += row[i]; break;              \
-        case RED_MUL: for (int64_t i = 0; i < len; i++) acc *= row[i]; break;              \
-        case RED_MAX: for (int64_t i = 0; i < len; i++) acc = FMAXN(acc, (ACC)row[i]); break; \
-        case RED_MIN: for (int64_t i = 0; i < len; i++) acc = FMINN(acc, (ACC)row[i]); break; \
+        case RED_ADD: for (int64_t i = 0; i < len; i++) acc += LD(T, row, i); break;       \
+        case RED_MUL: for (int64_t i = 0; i < len; i++) acc *= LD(T, row, i); break;       \
+        case RED_MAX: for (int64_t i = 0; i < len; i++) acc = FMAXN(acc, (ACC)LD(T, row, i)); break; \
+        case RED_MIN: for (int64_t i = 0; i < len; i++) acc = FMINN(acc, (ACC)LD(T, row, i)); break; \
         default: break;                                                                    \
       }                                                                                    \
-      y[q] = (T)acc;                                                                       \
+      ST(T, o, q, (T)acc);                                                                 \
     }                                                                                      \
   } while (0)
 
 #define REDUCE_INT(T, W)                                                                   \
   do {                                                                                     \
-    const T* x = src;                                                                      \
-    T* y = o;                                                                              \
     for (int64_t q = 0; q < outer; q++) {                                                  \
-      const T* row = x + q * len;                                                          \
-      T acc = *(const T*)init_p;                                                           \
+      const char* row = (const char*)src + q * len * (int64_t)sizeof(T);                   \
+      T acc = LD(T, init_p, 0);                                                            \
       for (int64_t i = 0; i < len; i++) {                                                  \
         switch (kind) {                                                                    \
-          case RED_ADD: acc = (T)((W)acc + (W)row[i]); break;                              \
-          case RED_MUL: acc = (T)((W)acc * (W)row[i]); break;                              \
-          case RED_MAX: acc = acc > row[i] ? acc : row[i]; break;                          \
-          case RED_MIN: acc = acc < row[i] ? acc : row[i]; break;                          \
-          case RED_AND: acc = acc & row[i]; break;                                         \
-          case RED_XOR: acc = acc ^ row[i]; break;                                         \
-          default: acc = acc | row[i]; break;                                              \
+          case RED_ADD: acc = (T)((W)acc + (W)LD(T, row, i)); break;                       \
+          case RED_MUL: acc = (T)((W)acc * (W)LD(T, row, i)); break;                       \
+          case RED_MAX: acc = acc > LD(T, row, i) ? acc : LD(T, row, i); break;            \
+          case RED_MIN: acc = acc < LD(T, row, i) ? acc : LD(T, row, i); break;            \
+          case RED_AND: acc = acc & LD(T, row, i); break;                                  \
+          case RED_XOR: acc = acc ^ LD(T, row, i); break;                                  \
+          default: acc = acc | LD(T, row, i); break;                                       \
         }                                                                                  \
       }                                                                                    \
-      y[q] = acc;                                                                          \
+      ST(T, o, q, acc);                                                                    \
     }                                                                                      \
   } while (0)
 
@@ -1015,40 +1031,32 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
       }
       break;
     }
-    case PROG_C64: {
-      const float complex* x = src;
-      float complex* y = o;
-      for (int64_t q = 0; q < outer; q++) {
-        double complex acc = *(const float complex*)init_p;
-        for (int64_t i = 0; i < len; i++) acc = kind == RED_ADD ? acc + x[q * len + i] : acc * x[q * len + i];
-        y[q] = (float complex)acc;
-      }
-      break;
-    }
+    case PROG_C64:
     case PROG_C128: {
-      const double complex* x = src;
-      double complex* y = o;
+      bool c64 = a->dtype == PROG_C64;
       for (int64_t q = 0; q < outer; q++) {
-        double complex acc = *(const double complex*)init_p;
-        for (int64_t i = 0; i < len; i++) acc = kind == RED_ADD ? acc + x[q * len + i] : acc * x[q * len + i];
-        y[q] = acc;
+        double complex acc = c64 ? ld_c64(init_p, 0) : ld_c128(init_p, 0);
+        for (int64_t i = 0; i < len; i++) {
+          double complex x = c64 ? ld_c64(src, q * len + i) : ld_c128(src, q * len + i);
+          acc = kind == RED_ADD ? acc + x : acc * x;
+        }
+        if (c64) st_c64(o, q, (float complex)acc); else st_c128(o, q, acc);
       }
       break;
     }
     case PROG_BF16:
     case PROG_F16: {
-      const uint16_t* x = src;
-      uint16_t* y = o;
       bool bf = a->dtype == PROG_BF16;
       for (int64_t q = 0; q < outer; q++) {
-        uint16_t h = *(const uint16_t*)init_p;
+        uint16_t h = LD(uint16_t, init_p, 0);
         double acc = bf ? rt_bf16_to_f32(h) : rt_f16_to_f32(h);
         for (int64_t i = 0; i < len; i++) {
-          double v = bf ? rt_bf16_to_f32(x[q * len + i]) : rt_f16_to_f32(x[q * len + i]);
+          uint16_t xh = LD(uint16_t, src, q * len + i);
+          double v = bf ? rt_bf16_to_f32(xh) : rt_f16_to_f32(xh);
           acc = kind == RED_ADD ? acc + v : kind == RED_MUL ? acc * v
               : kind == RED_MAX ? FMAXN(acc, v) : FMINN(acc, v);
         }
-        y[q] = bf ? rt_f32_to_bf16((float)acc) : rt_f32_to_f16((float)acc);
+        ST(uint16_t, o, q, bf ? rt_f32_to_bf16((float)acc) : rt_f32_to_f16((float)acc));
       }
       break;
     }

@@ -62,7 +62,7 @@ int rt_control(run_ctx* r, const prog_program* p, const prog_func* f, const prog
     branch = *(const uint8_t*)vals[in->in[0]] ? 0 : 1;
   } else {
     /* an index out of range runs the last branch */
-    int32_t index = *(const int32_t*)vals[in->in[0]];
+    int32_t index = LD(int32_t, vals[in->in[0]], 0);
     branch = index < 0 || index >= in->num_sub ? in->num_sub - 1 : index;
   }
   return rt_run_region(r, p, &in->sub[branch], vals, NULL, vals + in->out, depth);

@@ -65,10 +65,9 @@ static void dynamic_slice(const prog_func* f, const prog_insn* in, void** vals, 
   int64_t at = 0;
   for (int d = 0; d < a->rank; d++) {
     const prog_shape* s = &f->values[in->in[first + d]];
-    int64_t x = rt_is_unsigned(s->dtype) && s->dtype == PROG_U64
-                    ? (int64_t)(*(const uint64_t*)vals[in->in[first + d]] > (uint64_t)INT64_MAX
-                                    ? INT64_MAX : (int64_t)*(const uint64_t*)vals[in->in[first + d]])
-                    : rt_get_i(s->dtype, vals[in->in[first + d]], 0);
+    uint64_t u = s->dtype == PROG_U64 ? LD(uint64_t, vals[in->in[first + d]], 0) : 0;
+    int64_t x = s->dtype == PROG_U64 ? (u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u)
+                                     : rt_get_i(s->dtype, vals[in->in[first + d]], 0);
     start[d] = clamp64(x, 0, a->dims[d] - box->dims[d]);
     at += start[d] * ast[d];
   }
@@ -90,7 +89,7 @@ static int64_t index_component(const prog_shape* idx, const void* data, int ivd,
   for (int d = 0; d < idx->rank; d++) full[d] = d == ivd ? k : bpos[b++];
   int64_t at = linear(full, st, idx->rank);
   if (idx->dtype == PROG_U64) {
-    uint64_t u = ((const uint64_t*)data)[at];
+    uint64_t u = LD(uint64_t, data, at);
     return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
   }
   return rt_get_i(idx->dtype, data, at);
@@ -137,13 +136,10 @@ static void combine(prog_dtype t, int kind, void* dst, const void* upd) {
     memcpy(dst, upd, prog_dtype_size(t));
     return;
   }
-  if (t == PROG_F32) {
-    float *x = dst, y = *(const float*)upd;
-    switch (kind) {
-      case RED_ADD: *x += y; return;
-      case RED_MUL: *x *= y; return;
-      default: break;
-    }
+  if (t == PROG_F32 && (kind == RED_ADD || kind == RED_MUL)) {  /* in f32, as XLA adds */
+    float x = LD(float, dst, 0), y = LD(float, upd, 0);
+    ST(float, dst, 0, kind == RED_ADD ? x + y : x * y);
+    return;
   }
   if (rt_is_float(t)) {
     double x = rt_get_f(t, dst, 0), y = rt_get_f(t, upd, 0);
@@ -154,16 +150,17 @@ static void combine(prog_dtype t, int kind, void* dst, const void* upd) {
     return;
   }
   if (t == PROG_U64) {
-    uint64_t *x = dst, y = *(const uint64_t*)upd;
+    uint64_t x = LD(uint64_t, dst, 0), y = LD(uint64_t, upd, 0);
     switch (kind) {
-      case RED_ADD: *x += y; break;
-      case RED_MUL: *x *= y; break;
-      case RED_MAX: *x = *x > y ? *x : y; break;
-      case RED_MIN: *x = *x < y ? *x : y; break;
-      case RED_AND: *x &= y; break;
-      case RED_OR: *x |= y; break;
-      default: *x ^= y; break;
+      case RED_ADD: x += y; break;
+      case RED_MUL: x *= y; break;
+      case RED_MAX: x = x > y ? x : y; break;
+      case RED_MIN: x = x < y ? x : y; break;
+      case RED_AND: x &= y; break;
+      case RED_OR: x |= y; break;
+      default: x ^= y; break;
     }
+    ST(uint64_t, dst, 0, x);
     return;
   }
   int64_t x = rt_get_i(t, dst, 0), y = rt_get_i(t, upd, 0);

@@ -52,9 +52,9 @@ static void threefry_block(uint32_t x[2], uint32_t k0, uint32_t k1) {
 static void put_bits(prog_dtype t, void* o, int64_t i, uint64_t bits) {
   switch (t) {
     case PROG_U8: ((uint8_t*)o)[i] = (uint8_t)bits; break;
-    case PROG_U16: ((uint16_t*)o)[i] = (uint16_t)bits; break;
-    case PROG_U32: ((uint32_t*)o)[i] = (uint32_t)bits; break;
-    default: ((uint64_t*)o)[i] = bits; break;
+    case PROG_U16: ST(uint16_t, o, i, (uint16_t)bits); break;
+    case PROG_U32: ST(uint32_t, o, i, (uint32_t)bits); break;
+    default: ST(uint64_t, o, i, bits); break;
   }
 }
 
@@ -131,8 +131,8 @@ static void threefry(const uint64_t* state, uint64_t* new_state, const prog_shap
 
 int rt_rng(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args, void** vals) {
   (void)r;
-  const uint64_t* state = args[0];
-  uint64_t new_state[2];
+  uint64_t state[2], new_state[2];
+  memcpy(state, args[0], sizeof state);  /* the caller's buffer, at any alignment */
   const prog_shape* s = &f->values[in->out + 1];
   if (in->iarg == PROG_RNG_THREE_FRY) threefry(state, new_state, s, vals[in->out + 1]);
   else philox(state, new_state, s, vals[in->out + 1]);

@@ -119,8 +119,8 @@ static int reduce_window(run_ctx* r, const prog_program* p, const prog_func* f,
     double facc = 0;
     int64_t iacc = 0;
     if (kind != RED_GENERIC) {
-      facc = rt_get_f(t, vals[in->in[1]], 0);
-      iacc = rt_get_i(t, vals[in->in[1]], 0);
+      if (rt_is_float(t)) facc = rt_get_f(t, vals[in->in[1]], 0);
+      else iacc = rt_get_i(t, vals[in->in[1]], 0);
     } else {
       for (int k = 0; k < n; k++) {
         size_t es = prog_dtype_size(types[k].dtype);
@@ -159,8 +159,17 @@ static int reduce_window(run_ctx* r, const prog_program* p, const prog_func* f,
 
 /* Element i as a complex number (a real one has imaginary part 0). */
 static double complex get_c(prog_dtype t, const void* p, int64_t i) {
-  if (t == PROG_C64) return CMPLX(((const float*)p)[2 * i], ((const float*)p)[2 * i + 1]);
-  if (t == PROG_C128) return CMPLX(((const double*)p)[2 * i], ((const double*)p)[2 * i + 1]);
+  /* memcpy: correct at any address (see LD in prog_internal.h) */
+  if (t == PROG_C64) {
+    float complex z;
+    memcpy(&z, (const char*)p + i * (int64_t)sizeof z, sizeof z);
+    return z;
+  }
+  if (t == PROG_C128) {
+    double complex z;
+    memcpy(&z, (const char*)p + i * (int64_t)sizeof z, sizeof z);
+    return z;
+  }
   return rt_get_f(t, p, i);
 }
 
@@ -214,8 +223,12 @@ static int convolution(run_ctx* r, const prog_func* f, const prog_insn* in, void
         }
       }
     }
-    if (cplx && o->dtype == PROG_C64) ((float complex*)vals[in->out])[i] = (float complex)cacc;
-    else if (cplx) ((double complex*)vals[in->out])[i] = cacc;
+    if (cplx && o->dtype == PROG_C64) {
+      float complex z = (float complex)cacc;
+      memcpy((char*)vals[in->out] + i * (int64_t)sizeof z, &z, sizeof z);
+    } else if (cplx) {
+      memcpy((char*)vals[in->out] + i * (int64_t)sizeof cacc, &cacc, sizeof cacc);
+    }
     else if (is_int) rt_put(o->dtype, vals[in->out], i, 0, (int64_t)iacc, false);
     else rt_put(o->dtype, vals[in->out], i, facc, 0, true);
   }

@@ -49,6 +49,14 @@ static void skip_space(tx* t) {
   }
 }
 
+/* How many bytes of the text at t->p a message may quote (at most `max`): the text is not
+ * NUL-terminated, so "%.20s" alone would read past its end when fewer bytes are left. */
+static int quote_len(const tx* t, int max) {
+  const char* nul = memchr(t->p, 0, (size_t)(t->end - t->p));
+  ptrdiff_t left = (nul != NULL ? nul : t->end) - t->p;
+  return left < max ? (int)left : max;
+}
+
 static bool peek(tx* t, const char* s) {
   skip_space(t);
   size_t n = strlen(s);
@@ -487,7 +495,8 @@ static void text_op(tx* t, const char** res, int nres) {
           const char* key = ident(t);
           if (accept(t, "=")) attribute(t, &a, key);
         } else {
-          TFAIL(t, PROG_INVALID_ARGUMENT, "malformed MLIR text at line %d near '%.20s'", t->line, t->p);
+          TFAIL(t, PROG_INVALID_ARGUMENT, "malformed MLIR text at line %d near '%.*s'", t->line,
+                quote_len(t, 20), t->p);
         }
         accept(t, ",");
       }
@@ -862,7 +871,8 @@ static bool next_func(tx* t) {
       while (t->p < t->end && *t->p != '\n') t->p++;
       continue;
     }
-    TFAIL(t, PROG_UNIMPLEMENTED, "unsupported top-level text at line %d: '%.30s'", t->line, t->p);
+    TFAIL(t, PROG_UNIMPLEMENTED, "unsupported top-level text at line %d: '%.*s'", t->line,
+          quote_len(t, 30), t->p);
   }
 }
 

@@ -194,9 +194,12 @@ prog_dtype element_type(vh* v, int i) {
   uint64_t code;
   bc_cursor c = type_cursor(v, i, &code);
   if (code == T_COMPLEX) {  /* complex<f32> or complex<f64>: the part's type follows */
-    prog_dtype part = element_type(v, (int)bc_varint(&c));
-    if (part == PROG_F32) return PROG_C64;
-    if (part == PROG_F64) return PROG_C128;
+    /* the part's code is read here, not by recursing: a complex type whose part is itself
+     * (a mutated index) recursed until the stack overflowed */
+    uint64_t part;
+    type_cursor(v, (int)bc_varint(&c), &part);
+    if (part == T_F32) return PROG_C64;
+    if (part == T_F64) return PROG_C128;
     UNSUPPORTED(v, "unsupported complex element type in %s", v->op);
   }
   switch (code) {
@@ -738,6 +741,21 @@ static void lower_op(lowering* L, prog_insn* in) {
     in->sub = prog_alloc(v->ctx, 1, sizeof(prog_func));
     vh_lower_region(L, in, &op->regions[0], in->sub);
     check(v, in->sub->num_args == 2 * n && in->sub->num_results == n, "reduce body signature");
+    /* The body runs on one element of each input at a time, passed by address into the
+     * input's buffer: its arguments must be scalars of exactly the element types the buffers
+     * hold.  Without this a mutated program whose body took s64 over a u8 input read 8 bytes
+     * at every byte offset (misaligned, and past the end of the last element). */
+    for (int r = 0; r < n; r++) {
+      const prog_func* b = in->sub;
+      const prog_shape *acc = &b->values[b->first_arg + r], *x = &b->values[b->first_arg + n + r];
+      const prog_shape* res = &b->values[b->results[r]];
+      prog_dtype rt = L->f->values[op->first_result + r].dtype;
+      check(v, acc->rank == 0 && acc->dtype == rt && res->rank == 0 && res->dtype == rt &&
+                   x->rank == 0, "reduce body signature");
+      if (x->dtype != operand(L, r)->dtype)
+        UNSUPPORTED(v, "unsupported reduce whose body takes %s elements of a %s input",
+                    prog_dtype_name(x->dtype), prog_dtype_name(operand(L, r)->dtype));
+    }
     int kind = vh_region_kind(v, in->sub);
     if (is_complex(a0->dtype) && kind != RED_ADD && kind != RED_MUL) kind = RED_GENERIC;
     if (n == 1 && kind != RED_GENERIC && a0->dtype == in->shape.dtype &&

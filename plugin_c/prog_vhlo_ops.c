@@ -381,8 +381,13 @@ static void lower_reduce_window(lowering* L, prog_insn* in) {
   prog_shape* types = prog_alloc(v->ctx, (size_t)n + 1, sizeof(prog_shape));
   for (int k = 0; k < n; k++) {
     const prog_shape *x = operand(L, k), *init = operand(L, n + k);
+    /* the body reads the elements in place, typed as the results: an input of another
+     * element type would be read at the wrong width (see the reduce body check) */
     check(v, same_dims(x, a) && init->rank == 0 && init->dtype == result(L, k)->dtype,
           "reduce_window inputs");
+    if (x->dtype != result(L, k)->dtype)
+      UNSUPPORTED(v, "unsupported reduce_window of %s elements into %s results",
+                  prog_dtype_name(x->dtype), prog_dtype_name(result(L, k)->dtype));
     out.dtype = result(L, k)->dtype;
     check(v, same_dims(&out, result(L, k)), "reduce_window result shape");
     types[k] = *result(L, k);

@@ -12,8 +12,11 @@ import numpy as np
 from pytest_dumpref.pjrt.build import find_compiler, header_dir, plugin_source_dir
 
 HERE = Path(__file__).parent
-SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
-            "-fno-omit-frame-pointer", "-O1", "-g"]
+#: float-cast-overflow: gcc's "undefined" leaves it out (clang's includes it), and a float
+#: converted to an integer out of its range is exactly what a mutated program does
+SANITIZE = ["-fsanitize=address,undefined,float-cast-overflow",
+            "-fno-sanitize-recover=undefined,float-cast-overflow", "-fno-omit-frame-pointer",
+            "-O1", "-g"]
 
 CDEF = """
 typedef struct { int code; char message[512]; } prog_status;
@@ -50,11 +53,14 @@ def build_prog_library(out_dir, *, sanitize=False) -> Path:
     return out
 
 
-def build_c_program(source: Path, out: Path, *, sanitize=False) -> Path:
-    """A standalone C program linked with the reader (the fuzz driver)."""
+def build_c_program(source: Path, out: Path, *, sanitize=False, library: Path | None = None) -> Path:
+    """A standalone C program linked with the reader (the fuzz driver): compiled with it, or
+    linked against `library` (a build_prog_library output), which saves compiling it again."""
     flags = SANITIZE if sanitize else ["-O2"]
+    reader = ([str(library), f"-Wl,-rpath,{Path(library).parent}"] if library is not None
+              else prog_sources())
     cmd = [find_compiler(), "-std=c11", "-Wall", "-Wextra", *flags, f"-I{plugin_source_dir()}",
-           "-o", str(out), str(source), *prog_sources(), "-lm"]
+           f"-I{HERE}", "-o", str(out), str(source), *reader, "-lm"]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     return out
 
@@ -141,6 +147,10 @@ class Reader:
     def free(self, p):
         self.lib.prog_free(p)
 
+
+#: The regression corpus: every input a fuzzer found to crash the reader or the interpreter (or
+#: to draw a sanitizer report), with the seed artifacts libFuzzer starts from (corpus/seeds).
+CORPUS_DIR = HERE / "corpus"
 
 #: The cases whose artifacts the reader tests and the fuzzer use (captured once per session).
 CORPUS_CASES = ["add_one", "mlp", "sgd_step", "softmax", "layernorm", "causal_attention",

@@ -1,18 +1,25 @@
-/* prog_fuzz_main.c -- a bounded mutation fuzzer for the program reader (plugin_c/prog*.c).
+/* prog_fuzz_main.c -- a deterministic mutation fuzzer for the program reader (plugin_c/prog*.c).
  *
- *   prog_fuzz SECONDS SEED artifact...
+ *   prog_fuzz COUNT SEED artifact...     COUNT mutants of the artifacts, from SEED
+ *   prog_fuzz --replay file...           each file once (the regression corpus)
  *
  * Mutates real artifacts (truncation, byte flips, varint-sized overwrites, insertions,
  * deletions, splices between artifacts), parses each result, and runs every program that
- * parses on zero-filled inputs.  Every input must give a program or an error with a known code
- * and a message; a crash, a sanitizer report or a leak (when built with -fsanitize=address)
- * fails the run.  Prints one summary line. */
+ * parses on zero-filled inputs (fuzz/prog_fuzz_run.h).  Every input must give a program or an
+ * error with a known code and a message; a crash, a sanitizer report or a leak (when built with
+ * -fsanitize=address) fails the run.  Prints one summary line.
+ *
+ * The number of mutants, not a time budget, bounds the run: every machine tries the same
+ * inputs, however fast it is, so a failure seen on one reproduces on any other.  With
+ * PROG_FUZZ_SAVE=path set, each mutant is written to `path` before it runs: after a crash the
+ * file holds the input that caused it (how the corpus's inputs were made).  Each mutant's
+ * buffers sit at an offset of 0 to 7 bytes from malloc's alignment, drawn from the seed too. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "prog.h"
+#include "fuzz/prog_fuzz_run.h"
 
 typedef struct { unsigned char* data; size_t size; } blob;
 
@@ -32,7 +39,7 @@ static blob read_file(const char* path) {
   fseek(f, 0, SEEK_END);
   b.size = (size_t)ftell(f);
   fseek(f, 0, SEEK_SET);
-  b.data = malloc(b.size + 1);
+  b.data = malloc(b.size ? b.size : 1);  /* exactly its size: see the mutants */
   if (fread(b.data, 1, b.size, f) != b.size) { perror(path); exit(2); }
   fclose(f);
   return b;
@@ -80,61 +87,57 @@ static blob mutate(const blob* corpus, int n) {
   return m;
 }
 
-/* Runs a parsed program on zero inputs, if it is small enough to be worth it. */
-static int run_zeros(const prog_program* p) {
-  int ni = prog_num_inputs(p), no = prog_num_outputs(p);
-  size_t total = 0;
-  for (int k = 0; k < ni; k++)
-    total += (size_t)prog_shape_elements(prog_input(p, k)) * prog_dtype_size(prog_input(p, k)->dtype);
-  for (int k = 0; k < no; k++)
-    total += (size_t)prog_shape_elements(prog_output(p, k)) * prog_dtype_size(prog_output(p, k)->dtype);
-  if (total > ((size_t)64 << 20)) return -1;
-  const void** in = calloc((size_t)ni + 1, sizeof(void*));
-  void** out = calloc((size_t)no + 1, sizeof(void*));
-  for (int k = 0; k < ni; k++)
-    in[k] = calloc(1, (size_t)prog_shape_elements(prog_input(p, k)) * prog_dtype_size(prog_input(p, k)->dtype) + 1);
-  for (int k = 0; k < no; k++)
-    out[k] = calloc(1, (size_t)prog_shape_elements(prog_output(p, k)) * prog_dtype_size(prog_output(p, k)->dtype) + 1);
-  prog_status st;
-  int code = prog_run(p, in, out, &st);
-  for (int k = 0; k < ni; k++) free((void*)in[k]);
-  for (int k = 0; k < no; k++) free(out[k]);
-  free(in);
-  free(out);
-  return code;
+static void save(const char* path, const blob* m) {
+  FILE* f = fopen(path, "wb");
+  if (!f) { perror(path); exit(2); }
+  fwrite(m->data, 1, m->size, f);
+  fclose(f);
 }
 
+#define RUN_LIMIT ((size_t)64 << 20)  /* bytes of inputs and outputs worth running */
+
 int main(int argc, char** argv) {
-  if (argc < 4) { fprintf(stderr, "usage: %s SECONDS SEED artifact...\n", argv[0]); return 2; }
-  double seconds = atof(argv[1]);
-  rng_state = strtoull(argv[2], NULL, 10) * 2 + 1;
-  int n = argc - 3;
-  blob* corpus = calloc((size_t)n, sizeof(blob));
+  fuzz_counts c = {0};
   prog_set_loop_limit(1000);  /* a mutated loop bound must not hang the fuzzer */
-  for (int k = 0; k < n; k++) corpus[k] = read_file(argv[3 + k]);
-  long iterations = 0, parsed = 0, ran = 0, invalid = 0, unimplemented = 0, exhausted = 0;
-  clock_t start = clock();
-  while ((double)(clock() - start) / CLOCKS_PER_SEC < seconds) {
-    blob m = mutate(corpus, n);
-    prog_status st;
-    prog_program* p = prog_parse(m.data, m.size, &st);
-    iterations++;
-    if (p != NULL) {
-      parsed++;
-      if (run_zeros(p) >= 0) ran++;
-      prog_free(p);
-    } else {
-      if (st.message[0] == 0) { fprintf(stderr, "error without a message\n"); return 1; }
-      if (st.code == PROG_INVALID_ARGUMENT) invalid++;
-      else if (st.code == PROG_UNIMPLEMENTED) unimplemented++;
-      else if (st.code == PROG_RESOURCE_EXHAUSTED) exhausted++;
-      else { fprintf(stderr, "unexpected code %d: %s\n", st.code, st.message); return 1; }
+  if (argc >= 2 && strcmp(argv[1], "--replay") == 0) {
+    /* each corpus input at malloc's alignment and at an odd offset from it */
+    for (int k = 2; k < argc; k++) {
+      blob b = read_file(argv[k]);
+      fuzz_one(b.data, b.size, RUN_LIMIT, 0, &c);
+      fuzz_one(b.data, b.size, RUN_LIMIT, 3, &c);
+      free(b.data);
     }
-    free(m.data);
+  } else {
+    if (argc < 4) {
+      fprintf(stderr, "usage: %s COUNT SEED artifact... | --replay file...\n", argv[0]);
+      return 2;
+    }
+    long count = atol(argv[1]);
+    rng_state = strtoull(argv[2], NULL, 10) * 2 + 1;
+    const char* save_to = getenv("PROG_FUZZ_SAVE");
+    /* PROG_FUZZ_ALIGNED=1: the same mutants, every buffer at malloc's alignment (to tell a
+     * fault of the element accesses from one of the program's checks) */
+    bool aligned = getenv("PROG_FUZZ_ALIGNED") != NULL;
+    int n = argc - 3;
+    blob* corpus = calloc((size_t)n, sizeof(blob));
+    for (int k = 0; k < n; k++) corpus[k] = read_file(argv[3 + k]);
+    for (long i = 0; i < count; i++) {
+      blob m = mutate(corpus, n);
+      size_t skew = (size_t)(rnd() % 8);  /* drawn after the mutant: part of the sequence */
+      if (aligned) skew = 0;
+      if (save_to) save(save_to, &m);
+      /* parsed from an allocation of exactly its size: ASan sees a read one byte past it */
+      unsigned char* exact = malloc(m.size ? m.size : 1);
+      memcpy(exact, m.data, m.size);
+      free(m.data);
+      fuzz_one(exact, m.size, RUN_LIMIT, skew, &c);
+      free(exact);
+    }
+    for (int k = 0; k < n; k++) free(corpus[k].data);
+    free(corpus);
   }
-  for (int k = 0; k < n; k++) free(corpus[k].data);
-  free(corpus);
   printf("iterations=%ld parsed=%ld ran=%ld invalid_argument=%ld unimplemented=%ld "
-         "resource_exhausted=%ld\n", iterations, parsed, ran, invalid, unimplemented, exhausted);
+         "resource_exhausted=%ld\n", c.iterations, c.parsed, c.ran, c.invalid, c.unimplemented,
+         c.exhausted);
   return 0;
 }
