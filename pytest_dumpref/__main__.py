@@ -1,4 +1,4 @@
-"""The command line: ``python -m pytest_dumpref {tour,traffic,fusion,build-plugin} ...``.
+"""The command line: ``python -m pytest_dumpref {tour,traffic,fusion,build-plugin,init} ...``.
 
 Each room registers its own subcommands (``register(subparsers)`` in ``xla/cli.py`` and
 ``pjrt/cli.py``); this file only dispatches, so every analysis stays usable without pytest.
@@ -10,6 +10,7 @@ import importlib
 import sys
 
 ROOMS = ("pytest_dumpref.xla.cli", "pytest_dumpref.xla.fusion_cli", "pytest_dumpref.pjrt.cli")
+ROOMS += ("pytest_dumpref.scaffold",)   # init: a project of your own (scaffold.py)
 
 
 def main(argv=None) -> int:
