@@ -170,6 +170,21 @@ class VariantTiming:
 
 @dataclass
 class TimingResult:
+    """One timing run: every variant's per-round times, the calibration kernels, the plan.
+
+    The ``timing`` fixture returns one (and records ``table()`` and ``method()`` as the claim's
+    evidence); ``time_variants(fn, args, variants)`` makes one anywhere.  Times are seconds,
+    each with its noise (one standard uncertainty, from the rounds' spread).
+
+    Example (in a claim)::
+
+        run = timing(scale, x, variants={"fused": {}, "unfused": {"xla_disable_hlo_passes": "fusion"}})
+        run.variants["fused"].median, run.variants["fused"].noise
+        extra = run.difference("fused", "unfused")          # median of paired rounds
+        evidence.number("extra time", extra * 1e6, unit="us",
+                        noise=run.difference_noise("fused", "unfused") * 1e6)
+        run.bandwidth                                       # bytes/s, measured in the same rounds
+    """
     plan: TimingPlan
     variants: dict            # name -> VariantTiming, plan variants and calibration kernels
     orders: list              # the shuffled order of each round

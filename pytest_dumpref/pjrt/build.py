@@ -133,7 +133,20 @@ def _sha256(path: Path) -> str:
 
 @dataclass
 class BuiltPlugin:
-    """A freshly built library and what is needed to use it with or without jax."""
+    """A freshly built library and what is needed to use it with or without jax.
+
+    The ``pjrt_plugin`` fixture returns one (built once per session); ``build_plugin(folder)``
+    makes one anywhere.
+
+    Example::
+
+        plugin = build_plugin(tmp, minimal=True)
+        plugin.path, plugin.sha256                   # the library and its hash
+        plugin.portable_command()                    # cc -std=c11 ... plugin_c/minimal/minimal.c
+        plugin.device_kind()                         # 'dumpref', asked of the device through cffi
+        run = plugin.run_jax('import jax; print(jax.devices("dumpref"))', trace=False)
+        run.returncode, run.stdout                   # (0, '[MinimalDevice(id=0)]\n')
+    """
 
     path: Path
     build_command: list[str]

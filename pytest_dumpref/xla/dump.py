@@ -81,7 +81,14 @@ class Snapshot(LazyHloFile):
 
     ``after`` is the pass that just ran (``pipeline-start`` for the first snapshot of a
     pipeline run); ``before`` the pass about to run (None for copy-insertion's mid-pass
-    snapshots, whose ``after`` names a stage of that pass).
+    snapshots, whose ``after`` names a stage of that pass).  ``step`` orders the snapshots of
+    a module; ``text`` and ``module`` (an hlo.HloModule) are read on first use.
+
+    Example (``d`` a Dump)::
+
+        after_fusion = [s for s in d.snapshots if s.after == "fusion"]
+        print(after_fusion[0].label)      # 0017 HLO_passes_after_layout_assignment: after fusion, before fusion-wrapper
+        kernels = after_fusion[0].module.entry.instructions
     """
     step: int
     pipeline: str
@@ -254,7 +261,18 @@ class Dump:
     after optimization, its buffer assignment and memory-usage report.
 
     Made by ``DumpSession`` (then ``compiled``, ``params`` and ``options`` are known) or read
-    from any folder with ``Dump.from_folder``.
+    from any folder with ``Dump.from_folder``.  The ``dump`` and ``unfused`` fixtures return
+    one; docs/api.md lists every attribute, with examples the test suite runs.
+
+    Example::
+
+        d = dump(softmax, x)                 # in a claim; DumpSession(folder).dump elsewhere
+        len(d.fusion_kernels)                # the optimized program's fusion kernels, counted
+        d.traffic                            # bytes its kernels read plus write (an int)
+        d.optimized.entry.instructions       # the optimized program (hlo.HloModule)
+        d.snapshots[0].module                # the program after the first pass
+        d.compiled.cost_analysis()           # jax's compiled executable
+        d.fusion_decisions()                 # the fusion pass's own log (fusion.FusionDecision)
     """
 
     def __init__(self, files: ModuleFiles, *, compiled=None, params=None, options=None,
@@ -310,6 +328,7 @@ class Dump:
 
     @property
     def before_optimizations(self):
+        """The module as jax handed it to XLA, parsed (hlo.HloModule)."""
         if self._before is None:
             if self.files.before_optimizations is None:
                 raise DumpError(f"{self.folder}: {self.files.key} has no before_optimizations.txt")
@@ -318,6 +337,8 @@ class Dump:
 
     @property
     def optimized(self):
+        """The optimized module, the program that runs, parsed (hlo.HloModule):
+        ``d.optimized.entry.instructions`` in program order."""
         if self._optimized is None:
             if self.files.optimized is None:
                 raise DumpError(f"{self.folder}: {self.files.key} has no *after_optimizations.txt")
@@ -326,16 +347,19 @@ class Dump:
 
     @property
     def optimized_text(self) -> str:
+        """The optimized module's HLO text, as XLA wrote it."""
         return read_text(self.files.optimized)
 
     @property
     def buffer_assignment(self) -> str:
+        """The text of XLA's buffer assignment for the optimized module."""
         if self.files.buffer_assignment is None:
             raise DumpError(f"{self.folder}: {self.files.key} has no buffer-assignment dump")
         return read_text(self.files.buffer_assignment)
 
     @property
     def memory_usage_report(self) -> str:
+        """The text of XLA's memory-usage report for the optimized module."""
         if self.files.memory_usage_report is None:
             raise DumpError(f"{self.folder}: {self.files.key} has no memory-usage-report dump")
         return read_text(self.files.memory_usage_report)
@@ -347,6 +371,8 @@ class Dump:
 
     @property
     def traffic_report(self):
+        """Bytes read and written per kernel of the optimized module (traffic.ModuleTraffic):
+        ``.kernels``, ``.bytes_read``, ``.bytes_written``, ``.compare_with_xla(cost)``."""
         if self._traffic is None:
             from .traffic import module_traffic
             ba = self.buffer_assignment if self.files.buffer_assignment else None

@@ -54,6 +54,13 @@ class FusionDecision:
     and ``consumer_origin`` the instruction that fusion grew from (``multiply``).  ``fusion``
     is the fusion instruction a fused producer ended up in.  ``reason`` is XLA's text after
     "as" for a refusal, or the whole log line for a fusion.
+
+    Example (``d`` a Dump)::
+
+        decisions = d.fusion_decisions()
+        [x.producer for x in decisions if x.fused]   # what the pass fused, in its order
+        refusals(decisions, producer="divide")       # why it did not fuse divide.N
+        print(decisions[0])                          # fusion: fused broadcast.1 into multiply: ...
     """
     producer: str
     consumer: str

@@ -112,6 +112,13 @@ class Shape:
     ceil(elements x element_size_in_bits / 8) when the layout packs sub-byte elements with
     ``E(n)``); for a tuple, the sum over its leaves (not the tuple's index table; see
     ``xla_byte_size`` for XLA's convention).  Dynamic dimensions (``<=8``) count at their bound.
+
+    Example::
+
+        s = parse_shape("(f32[64,128]{1,0}, s32[])")
+        s.is_tuple, s.byte_size                      # (True, 32772)
+        [str(x) for x in s.leaves()]                 # ['f32[64,128]{1,0}', 's32[]']
+        s.tuple_shapes[0].dims                       # (64, 128)
     """
 
     __slots__ = ("element_type", "dims", "layout", "tuple_shapes", "dynamic_dims", "_text",
@@ -437,6 +444,14 @@ class Instruction:
     ``canonical`` is the instruction without ``metadata=`` (op names, source locations,
     stack frames), for comparing snapshots.  Instances are shared between modules parsed
     from identical lines: do not mutate them.
+
+    Example (``d`` a Dump)::
+
+        kernel = d.fusion_kernels[0]
+        kernel.opcode, kernel.fusion_kind            # ('fusion', 'kLoop')
+        kernel.shape.byte_size                       # bytes of its result
+        kernel.operands                              # ['x.1']: names of its operands
+        d.optimized.computations[kernel.called[0]]   # the computation it runs
     """
 
     __slots__ = ("name", "opcode", "shape", "operands", "called", "fusion_kind", "_attrs",
@@ -797,7 +812,15 @@ def _instructions_of(text: str) -> list:
 # ---- computations and modules --------------------------------------------------------------
 
 class HloComputation:
-    """A named list of instructions; ``root`` is its result."""
+    """A named list of instructions; ``root`` is its result.
+
+    Example::
+
+        entry = parse_module(text).entry
+        [i.opcode for i in entry.instructions]       # in program order
+        entry.root, entry.parameters                 # its result; its parameters, by number
+        entry.instruction("add.1")                   # one by name
+    """
 
     __slots__ = ("name", "instructions", "root", "is_entry", "header", "callees", "_by_name",
                  "memo", "line_offsets", "inlined")
@@ -847,6 +870,14 @@ class HloModule:
 
     ``entry`` is the computation marked ``ENTRY``, or the last one when none is (as XLA).
     A module without an ``HloModule`` line is named ``module_<entry>`` (as XLA).
+
+    Example::
+
+        m = parse_module(open("module_0000.jit_f.cpu_after_optimizations.txt").read())
+        m.entry.instructions                         # the entry computation's, in order
+        m.computations["fused_computation"]          # any computation, by name
+        m.instruction("add_tanh_fusion")             # any instruction, by name
+        sum(i.opcode == "fusion" for i in m.entry.instructions)   # its fusion kernels, counted
     """
 
     def __init__(self, name: str, header: str, computations: dict, entry: HloComputation,

@@ -70,6 +70,11 @@ class KernelTraffic:
     ``name`` is the instruction's name; kernels inside a while body or a called computation
     carry a ``path`` such as ``while.6/ynn_fusion``.  ``entry_instruction`` is the entry
     instruction it belongs to (the while loop for a body kernel).
+
+    Example (``d`` a Dump)::
+
+        for k in d.traffic_report.kernels:
+            print(k.path or k.name, k.opcode, k.bytes_read, k.bytes_written, k.executions)
     """
     name: str
     opcode: str
@@ -635,7 +640,15 @@ def _leaf_bytes(shape: Shape) -> int:
 
 
 class ModuleTraffic:
-    """Spill-style traffic of a module: kernels, totals, temporaries, and XLA's view of it."""
+    """Spill-style traffic of a module: kernels, totals, temporaries, and XLA's view of it.
+
+    Example (``d`` a Dump; ``module_traffic(parse_module(text))`` for any HLO text)::
+
+        r = d.traffic_report
+        r.bytes_accessed == d.traffic                # bytes read plus written, an int
+        [k.name for k in r.kernels]                  # KernelTraffic, one per kernel
+        r.compare_with_xla(d.compiled.cost_analysis())   # where XLA counts otherwise, and why
+    """
 
     def __init__(self, module: HloModule, kernels: list, temporaries: list | None,
                  xla_rules: dict, notes: dict):
