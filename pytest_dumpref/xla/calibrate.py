@@ -52,6 +52,7 @@ WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, neve
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
 ASYNC_ELEMENTS = 2048
 CHAIN = 16
+SMALL_DISTANCE = 2 ** 20              # the L2 of one core on the machines seen (1 MiB)
 
 
 # ---- the micro-kernels (run in the timing worker) -------------------------------------------
@@ -211,10 +212,25 @@ def rates_from(result) -> "cost_model.Rates":
     med = {k: x.median for k, x in v.items()}
     inline = med[timing.DISPATCH]
     async_ = med["async dispatch"]
-    curve = []
+    # Below the L2's size (1 MiB here) every point is mostly dispatch: a line through the
+    # smallest sizes gives the per-byte cost there (its slope) and the cost of a call of
+    # such a program (its intercept), which the larger points then subtract.  Under load
+    # the dispatch kernel alone moved by more than the 32-row stream's bytes cost.
+    small = [r for r in CURVE_ROWS if 2 * 4 * r * ROW <= SMALL_DISTANCE]
+    xs = [2.0 * 4 * r * ROW for r in small]
+    ys = [med[f"stream {r}"] for r in small]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    intercept = my - slope * mx
+    if slope <= 0:
+        raise RuntimeError(f"calibration: the small streams did not take longer with size "
+                           f"({dict(zip(small, ys))}): too noisy to measure")
+    curve = [(x, slope) for x in xs]
     for r in CURVE_ROWS:
+        if r in small:
+            continue
         s = 4 * r * ROW
-        curve.append((2.0 * s, max(med[f"stream {r}"] - async_, 1e-9) / (2.0 * s)))
+        curve.append((2.0 * s, max(med[f"stream {r}"] - intercept, 1e-9) / (2.0 * s)))
     base = cost_model.Rates(dispatch_inline_s=inline, dispatch_async_s=async_, launch_s=0.0,
                             curve=curve, cold_s_per_byte=0.0, fault_s=0.0, compute={})
     # the cold stream reads an input last touched 32 calls ago (timing.COLD_INPUT_BYTES of

@@ -58,7 +58,7 @@ shared with other tenants; pinned single thread):
   costs, chosen by the program's flops as XLA counts them (below 1,024: inline; ``x * 2``
   over 256 elements ran inline, over 1,024 elements not; ``exp``, 0 flops, inline).
 
-Pure Python and numpy: no jax, no pytest.  ``analyse`` turns HLO text (and its buffer
+Pure Python: no jax, no numpy, no pytest.  ``analyse`` turns HLO text (and its buffer
 assignment) into kernels with their accesses and operation counts; ``predict`` prices them
 with ``Rates``.
 """
