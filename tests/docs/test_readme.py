@@ -33,6 +33,7 @@ RUN = {
     ("The dumpref PJRT device", "python", 0): "test_the_device_examples_run_and_print_what_they_say",
     ("The dumpref PJRT device", "python", 1): "test_the_device_examples_run_and_print_what_they_say",
     ("Layout", "", 0): "test_the_layout_names_what_is_there",
+    ("A write-up of your own: init, the API reference, CI", "sh", 0): "test_init_then_render_then_check_as_written",
 }
 # Blocks not run by the suite, with the reason.  Empty today: every block runs, some of them
 # only in part (each test's docstring says what it leaves to CI).
@@ -370,3 +371,27 @@ def test_the_jax_range_the_readme_states_is_pyprojects_and_holds_here():
         return tuple(int(x) for x in v.split(".")[:3])
     for mod in (jax, jaxlib):
         assert version(low) <= version(mod.__version__) <= version(high), mod.__version__
+
+
+# ---- A write-up of your own ----------------------------------------------------------------
+
+def test_init_then_render_then_check_as_written(tmp_path):
+    """The block as one shell session in an empty folder (its cd carries over to the third
+    line), with this suite's Python as `python`: init writes its three files, the render
+    establishes the example claim and the check re-proves it."""
+    lines = commands(block("A write-up of your own: init, the API reference, CI", "sh").text)
+    assert len(lines) == 3 and lines[0].startswith("python -m pytest_dumpref init "), lines
+    script = "set -e\n" + "\n".join(lines) + "\n"
+    env = clean_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    r = run(["bash", "--noprofile", "--norc", "-c", script], tmp_path, env, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    folder = tmp_path / shlex.split(lines[0])[-1]
+    for rel in ("pyproject.toml", "claims/test_my_program.py", ".github/workflows/dumpref.yml", "writeup.md"):
+        assert (folder / rel).is_file(), rel
+    assert "1 claim established" in (folder / "writeup.md").read_text()
+    assert "every line of writeup.md reproduces" in r.stdout
+    text = " ".join(section("A write-up of your own: `init`, the API reference, CI").split())
+    for path in ("docs/api.md", "docs/ci/dumpref.yml", "tests/core/test_ci_workflow.py"):
+        assert f"({path})" in text or f"`{path}`" in text, path
+        assert (REPO / path).is_file(), path
+    assert "len(d.fusion_kernels)" in text
