@@ -48,11 +48,6 @@ class DumprefConfig:
             return DEFAULT_SECTION_TITLE
         return self.section_titles.get(name, name)
 
-    @property
-    def study_markers(self) -> list[str]:
-        """The markers that put a claim in a section: the configured sections, or none."""
-        return list(self.sections)
-
 
 def load(pyproject: Path | None) -> DumprefConfig:
     if pyproject is None or not pyproject.is_file():

@@ -55,7 +55,7 @@ def pytest_configure(config):
             cfg, config.rootpath, config.getoption("dumpref_report"), config.getoption("dumpref_check"))
     except (dumpref_config.ConfigError, WriteupError) as e:
         raise pytest.UsageError(f"pytest-dumpref: {e}") from None
-    for name in cfg.study_markers:  # the sections of [tool.dumpref] are the study markers
+    for name in cfg.sections:  # the sections of [tool.dumpref] are the study markers
         config.addinivalue_line("markers", f"{name}: study: {cfg.section_title(name)} (a claim's section)")
     _enable_assertion_pass_hook(config)
     _quiet_benchmark_compare(config)
@@ -72,6 +72,8 @@ def _enable_assertion_pass_hook(config) -> None:
     rewriting calls only with the ini option enable_assertion_pass_hook: it is switched on
     here, before any test module is rewritten (pytest reads it per module it rewrites)."""
     if not config.getini("enable_assertion_pass_hook"):
+        # pytest has no public way to set an ini value from a plugin; rewriting reads it
+        # through getini, which answers from this cache
         config._inicache["enable_assertion_pass_hook"] = True
 
 
@@ -92,7 +94,7 @@ def _claims_for_study_markers(config, cfg) -> None:
 
 
 def _selects_a_study(markexpr: str, sections: list[str]) -> bool:
-    try:
+    try:  # -m's own parser: pytest exposes no public one, and a copy would drift from it
         from _pytest.mark.expression import Expression
         expr = Expression.compile(markexpr)
     except Exception:  # noqa: BLE001 - a bad -m is pytest's to report, with its own message
@@ -217,7 +219,8 @@ def pytest_runtest_call(item):
         record.assertions = 0
     result = yield  # a failing assertion propagates from here as usual
     if record is not None:
-        # pytest keeps its TempPathFactory here; evidence is located relative to its basetemp
+        # pytest keeps its TempPathFactory here (no public accessor outside a fixture);
+        # evidence is located relative to its basetemp
         _session(item.config).basetemp = item.config._tmp_path_factory.getbasetemp()
         try:
             problems = [f"claim {item.nodeid} fails: {p}" for p in filter(None, [_record_benchmark(item, record)])]

@@ -115,7 +115,7 @@ class DumprefSession:
         """``marker_names``: the test's markers, closest first (a study marker on the test beats
         one on its module)."""
         text, section, title, finding = claim
-        studies = [m for m in marker_names if m in self.config.study_markers]
+        studies = [m for m in marker_names if m in self.config.sections]
         section = section or (studies[0] if studies else None)
         if section is None:
             if self.config.sections:
@@ -336,7 +336,6 @@ class DumprefSession:
             os.replace(tmp / "writeup", self.report)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self.written_records = records
 
     def number_lines(self) -> list[str]:
         """Each number of each claim that ran, beside the write-up's value (check mode)."""

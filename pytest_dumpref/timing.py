@@ -51,7 +51,6 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .claims import measured as measured_cell
 from .provenance import cpu_caches  # noqa: F401 - the claims read the caches through timing

@@ -16,18 +16,17 @@ import html
 import json
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .claims import FINDING_FIELD
-from .config import DEFAULT_SECTION, DumprefConfig
+from .config import DumprefConfig
 from .measured import BOUND_SIGNS
 
 DATA_BEGIN = "<!-- dumpref-data"
 DATA_END = "-->"
 FORMAT_VERSION = 2
-GENERAL_SECTION = DEFAULT_SECTION
 EVIDENCE_DIR = "dumpref-evidence"
 
 # Long evidence folds into <details>: a numbers table of more than NUMBERS_FOLD rows, another
