@@ -2,8 +2,9 @@
 
 Writes three things into DIR (default: the current folder), and nothing else:
 
-* a ``[tool.dumpref]`` section: a new ``pyproject.toml``, or appended to an existing one that
-  has none (one that already has ``[tool.dumpref]``, or is not valid TOML, is refused);
+* a ``[tool.dumpref]`` section: a new ``pyproject.toml`` (with a ``[tool.pytest.ini_options]``
+  that makes DIR pytest's rootdir), or appended to an existing one that has none (one that
+  already has ``[tool.dumpref]``, or is not valid TOML, is refused);
 * ``claims/test_my_program.py``: one claim about a placeholder jax function, ``my_program``,
   that the ``dump`` fixture compiles and whose optimized program's fusion kernels the claim
   counts (replace the function with yours and restate the claim);
@@ -48,18 +49,27 @@ setup = "pip install pytest-dumpref"     # the set-up command the write-up print
 # sections = ["fusion"]                  # study markers (@pytest.mark.fusion), in write-up order
 '''
 
+# Only in a new pyproject.toml: it makes DIR pytest's rootdir even inside a folder whose own
+# pytest configuration would otherwise claim it (the plugin reads [tool.dumpref] at the rootdir).
+PYTEST_SECTION = '''\
+[tool.pytest.ini_options]
+# this folder is pytest's rootdir: [tool.dumpref] below is read from here
+testpaths = ["claims"]
+
+'''
+
 CLAIM = '''\
 """One claim of the write-up: a test whose assertions decide it and whose evidence the
 write-up shows.  Replace my_program with a jax function of yours (or import it from your
 package), then restate the sentence, the provenance and the assertions: a claim that no
 longer holds fails, and `--dumpref-report` leaves it out of the write-up."""
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 
 def my_program(x):
     """A placeholder for your program: a scale, a shift and a tanh, elementwise."""
-    import jax.numpy as jnp
     return jnp.tanh(x * 2.0 + 1.0)
 
 
@@ -140,7 +150,7 @@ def plan(folder) -> list[Planned]:
 
 def _pyproject_plan(path: Path) -> Planned:
     if not path.exists():
-        return Planned(path, TOOL_SECTION, note="written, with [tool.dumpref]")
+        return Planned(path, PYTEST_SECTION + TOOL_SECTION, note="written, with [tool.dumpref]")
     if not path.is_file():
         raise ScaffoldError(f"{path}: exists and is not a file")
     try:

@@ -40,6 +40,9 @@ def tree(folder: Path) -> dict:
 
 
 def test_init_then_render_then_check_from_an_empty_folder(tmp_path):
+    """Inside a folder whose own pytest configuration would be the rootdir, so that the new
+    project's pyproject.toml must make its folder the rootdir for [tool.dumpref] to be read."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
     folder = tmp_path / "mine"
     folder.mkdir()
     t0 = time.monotonic()
@@ -51,8 +54,9 @@ def test_init_then_render_then_check_from_an_empty_folder(tmp_path):
     for rel in tree(folder):
         assert rel in r.stdout, f"init did not say it wrote {rel}:\n{r.stdout}"
     assert "--dumpref-report=writeup.md" in r.stdout and "--dumpref-check=writeup.md" in r.stdout
-    cfg = tomllib.loads((folder / "pyproject.toml").read_text())["tool"]["dumpref"]
-    assert cfg["claims"] == ["claims"]
+    tool = tomllib.loads((folder / "pyproject.toml").read_text())["tool"]
+    cfg = tool["dumpref"]
+    assert cfg["claims"] == ["claims"] and tool["pytest"]["ini_options"]["testpaths"] == ["claims"]
 
     render = pytest_in(folder, "claims/", "--dumpref-report=writeup.md")
     assert render.returncode == 0, render.stdout[-3000:] + render.stderr[-2000:]
