@@ -112,7 +112,12 @@ def test_decisions_in_a_computation_no_instruction_calls_are_replayed(tmp_path):
     out = _fusion(d, "--json")
     assert out.returncode == 0, out.stderr
     (m,) = json.loads(out.stdout)["modules"]
-    assert m["uncalled_computations"], "no uncalled computation in this dump: the test no longer tests it"
+    if not m["uncalled_computations"]:
+        import jaxlib
+        if tuple(int(p) for p in jaxlib.__version__.split(".")[:2]) < (0, 10):
+            pytest.skip(f"jaxlib {jaxlib.__version__}'s library rewriter leaves no uncalled "
+                        f"computation in this program (0.10.2's and 0.12.0.1's do)")
+        pytest.fail("no uncalled computation in this dump: the test no longer tests it")
     inside = [r for r in m["decisions"] if r["computation"] in m["uncalled_computations"]]
     assert inside, m["decisions"]
     assert all(r["compiler"] is not None and r["agree"] for r in inside), inside
