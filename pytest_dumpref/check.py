@@ -22,12 +22,18 @@ MAX_REPORTED = 40
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?")
 
 
+class MeasuredMismatch(str):
+    """Why a line does not reproduce, when the only cause is a measured value the runs' noise
+    says is incompatible: the one failure a fresh-process re-run of its claim may undo."""
+
+
 @dataclass
 class Difference:
     line: int                  # 1-based line of the committed file
     claim: str | None
     where: str
     message: str
+    measured: bool = False     # only a measured value differs (MeasuredMismatch)
 
     def __str__(self) -> str:
         part = f"claim {self.claim}" if self.claim else self.where
@@ -151,9 +157,10 @@ def _judge_slot(slot, shown: str, now: str, rule: measured.Rule):
         return f"{slot.what} differs", None
     verdict = measured.judge(parsed[0], parsed[1], slot.value, slot.noise, rule)
     if verdict.outcome == measured.INCOMPATIBLE:
-        return (f"{slot.what} does not reproduce: {shown} in the file and {now} in this run are "
-                f"incompatible (they differ by a factor of {math.exp(verdict.distance):.2f}, the runs' "
-                f"noise allows {math.exp(verdict.sigma):.2f})"), verdict
+        return MeasuredMismatch(
+            f"{slot.what} does not reproduce: {shown} in the file and {now} in this run are "
+            f"incompatible (they differ by a factor of {math.exp(verdict.distance):.2f}, the runs' "
+            f"noise allows {math.exp(verdict.sigma):.2f})"), verdict
     return None, verdict
 
 
@@ -248,7 +255,8 @@ def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this 
                 at = _first_difference(file_lines[i], fresh[j].text)
                 diffs.append(Difference(i + 1, fresh[j].claim, fresh[j].where,
                                         f"{why}: the file says {_short(file_lines[i], start=at)}; "
-                                        f"{source} produced {_short(fresh[j].text, start=at)}"))
+                                        f"{source} produced {_short(fresh[j].text, start=at)}",
+                                        isinstance(why, MeasuredMismatch)))
         for i in extra:
             ctx = fresh[min(j1, len(fresh) - 1)] if fresh else None
             ctx = last_fresh or ctx

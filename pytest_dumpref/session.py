@@ -239,14 +239,21 @@ class DumprefSession:
         self.machine = check.machine_differences(written["environment"], env)
         rule = self.config.measured
         result = self._compare(written, narrowed, covers, name)
+        # A measured value whose comparison is inconclusive, or which is incompatible while
+        # every other line reproduces, gets its claim re-run in a fresh process: a value doubled
+        # by hand stays incompatible there, a run disturbed by its neighbours does not.
         for attempt in range(1, rule.reruns + 1):
-            if result.differences or not result.inconclusive:
+            mismatched = [d for d in result.differences if d.measured]
+            if len(mismatched) < len(result.differences) or not (mismatched or result.inconclusive):
                 break
-            nodeids = sorted({i.claim for i in result.inconclusive if i.claim})
+            nodeids = sorted({i.claim for i in result.inconclusive if i.claim} | {d.claim for d in mismatched if d.claim})
+            n = len(result.inconclusive) + len(mismatched)
+            why = " and ".join(filter(None, [
+                f"{len(result.inconclusive)} inconclusive" if result.inconclusive else "",
+                f"{len(mismatched)} incompatible" if mismatched else ""]))
             fresh_records = self._rerun(nodeids)
-            self.reruns.append(f"re-run {attempt} of {rule.reruns} in a fresh process, for {len(result.inconclusive)} "
-                               f"inconclusive value{'' if len(result.inconclusive) == 1 else 's'}: "
-                               + ", ".join(nodeids))
+            self.reruns.append(f"re-run {attempt} of {rule.reruns} in a fresh process, for {why} "
+                               f"value{'' if n == 1 else 's'}: " + ", ".join(nodeids))
             if not fresh_records:
                 break
             self.records.update(fresh_records)

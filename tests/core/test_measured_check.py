@@ -244,3 +244,17 @@ def test_the_timing_fixture_times_a_claims_own_function_and_its_check_passes(pyt
     assert "| plain, compiled again (A/A) | " in text
     res = pytester.runpytest("--dumpref-check=writeup.md")
     assert res.ret == 0, res.stdout.str()
+
+
+def test_an_incompatible_value_is_confirmed_in_a_fresh_process_before_it_fails(project):
+    # a run its neighbours disturbed: the fresh process measures what the file says
+    res = _render_then_check(project, {"t": 1.0}, {"t": 2.0}, {"t": 1.1})
+    assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(["*re-run 1 of 2 in a fresh process, for 1 incompatible value: "
+                              "test_claims.py::test_time*"])
+    # a value that stays incompatible in every re-run fails, naming the line
+    res = _render_then_check(project, {"t": 1.0}, {"t": 2.0})
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    out = res.stdout.str()
+    assert "re-run 2 of 2 in a fresh process, for 1 incompatible value" in out
+    assert "are incompatible" in out
