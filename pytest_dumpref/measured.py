@@ -11,6 +11,7 @@ u_run**2)``, a re-run is
 
 - **incompatible** when the two values differ by more than ``sigmas * s`` (on a log scale
   for values of one sign, since a time that doubles and one that halves are equally wrong);
+  the check re-runs the claim in a fresh process before it fails one;
 - **inconclusive** when they do not, but ``sigmas * s`` is wider than a factor of
   ``resolution``: the noise is too large to tell the written value from its double or half,
   so a pass would say nothing (the check then re-runs the claim in a fresh process);
@@ -48,7 +49,7 @@ class Rule:
                 f"`--dumpref-check` passes a re-run when it lies within {self.sigmas:g} combined "
                 f"sigmas of the written value, each side's sigma being its noise and a further "
                 f"{self.floor:.0%} for the run-to-run drift no single run can see; it fails one "
-                f"that lies further; and when those sigmas are too wide to tell a value from "
+                f"that lies further, once a re-run of its claim in a fresh process confirms it; and when those sigmas are too wide to tell a value from "
                 f"{self.resolution:g} times or 1/{self.resolution:g} of it, the comparison is "
                 f"inconclusive, the claim is re-run in a fresh process (up to {self.reruns} times) "
                 f"and a comparison that stays inconclusive fails as such. A value marked with a "
