@@ -143,6 +143,9 @@ typedef enum {
 enum { PROG_RNG_DEFAULT = 0, PROG_RNG_THREE_FRY = 1, PROG_RNG_PHILOX = 2 };
 
 enum { CMP_EQ, CMP_NE, CMP_GE, CMP_GT, CMP_LE, CMP_LT };
+/* or'ed into a compare's direction (iarg) for compare_type TOTALORDER on floats: the order
+ * -NaN < -inf < ... < -0 < +0 < ... < inf < NaN that jax's sort comparators ask for */
+#define CMP_TOTAL 8
 enum { RED_ADD, RED_MUL, RED_MAX, RED_MIN, RED_AND, RED_OR, RED_XOR, RED_GENERIC };
 
 #define PROG_NP 16  /* integer-list parameters per instruction */

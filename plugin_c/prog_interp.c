@@ -593,8 +593,30 @@ static int elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a_shap
   } while (0)
 #define SAME(x) (x)
 
+/* A float's bits as an integer key whose signed order is the total order: negative floats
+ * (sign bit set) have their other bits flipped, so more negative sorts lower. */
+static int64_t total_key(prog_dtype t, const void* p, int64_t i) {
+  int64_t x;
+  switch (t) {
+    case PROG_F64: x = LD(int64_t, p, i); break;
+    case PROG_F32: x = LD(int32_t, p, i); break;
+    case PROG_BF16: case PROG_F16: x = LD(int16_t, p, i); break;
+    default: x = ((const int8_t*)p)[i]; break;  /* the f8 types */
+  }
+  return x < 0 ? x ^ INT64_MAX : x;
+}
+
 static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t* o,
                     int64_t n) {
+  if (dir & CMP_TOTAL) {
+    dir &= ~CMP_TOTAL;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t x = total_key(t, a, i), y = total_key(t, b, i);
+      o[i] = dir == CMP_EQ ? x == y : dir == CMP_NE ? x != y : dir == CMP_GE ? x >= y
+           : dir == CMP_GT ? x > y : dir == CMP_LE ? x <= y : x < y;
+    }
+    return;
+  }
   switch (t) {
     case PROG_F32: COMPARE_LOOP(float, SAME); break;
     case PROG_F64: COMPARE_LOOP(double, SAME); break;

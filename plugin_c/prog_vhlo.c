@@ -589,6 +589,11 @@ static void lower_op(lowering* L, prog_insn* in) {
     if ((!is_arithmetic(a.dtype) && !f8) ||
         (is_complex(a.dtype) && in->iarg != CMP_EQ && in->iarg != CMP_NE))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a.dtype), v->op);
+    /* compare_type (VHLO ComparisonType: NOTYPE, FLOAT, TOTALORDER, SIGNED, UNSIGNED):
+     * TOTALORDER orders NaNs too; ignoring it let a sort put a NaN among the numbers */
+    int ct = op_attr(v, op, "compare_type");
+    if (ct >= 0 && attr_enum(v, ct, VH_CMP_TYPE, "comparison type") == 2 && is_float(a.dtype))
+      in->iarg |= CMP_TOTAL;
     a.dtype = PROG_PRED;
     check(v, same_dims(&a, &in->shape) && same_dims(operand(L, 1), &in->shape),
           "operand and result shapes differ");
