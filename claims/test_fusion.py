@@ -35,6 +35,7 @@ the compiler logged in this run are the strings these functions return):
 """
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import sys
@@ -819,96 +820,133 @@ def test_policy_predicts_every_program(dump, unfused, evidence):
 
 # ---- 6. the time of undoing the pass, across programs ------------------------------------------
 
+# The kernel cost model (pytest_dumpref/xla/cost_model.py), its rates measured in the same
+# rounds as the programs, predicts each fused program's time; the claim asserts the median
+# error of that prediction against the goal, FUSED_TIME_ERROR.  Its prediction of the extra
+# time falls short of the goal (median 10 %, worst 25 %) on this project's AMD EPYC machines:
+# the unfused programs run 1.1-1.6 times the model, the fused ones about 1.0 (the model's
+# docstring gives the kernel-by-kernel measurements); the table states both errors, per
+# program, without asserting them.
+FUSED_TIME_ERROR = 0.15
+EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
+
+
 @pytest.mark.claim(
     f"Across the {len(SUITE)} programs, undoing the fusion pass slows every one, and the extra "
-    "bytes the model predicts rank the programs by how much (Spearman rank correlation at least "
-    f"{RANK_CORRELATION:g}); as a time prediction at the bandwidth measured in the same run the "
-    "bytes fall short of the goal of a median error of at most 10 % and a worst of at most 25 %: "
-    "both errors are stated in the numbers below.",
+    "bytes the policy predicts rank the programs by how much (Spearman rank correlation at least "
+    f"{RANK_CORRELATION:g}); the kernel cost model, at rates measured in the same run, predicts "
+    f"each fused program's time within {FUSED_TIME_ERROR:.0%} at the median; its prediction of the "
+    "extra time falls short of the goal of a median error of at most 10 % and a worst of at most "
+    "25 %: both errors are stated below, per program and overall, with the programs it refuses.",
     section="fusion",
     title="The time of undoing the pass, across programs",
-    finding="Spearman rank correlation {Spearman rank correlation, predicted against measured extra time}; median error of the time predicted {median |measured/predicted - 1| over programs}")
+    finding="Spearman rank correlation {Spearman rank correlation, predicted against measured extra time}; "
+            "the cost model's median error on the fused programs' time {median |measured/model - 1|, fused programs}")
 @pytest.mark.provenance(dtype="f32", shapes={"most arrays": M},
                         method="pytest_dumpref.timing: one subprocess pinned to one CPU, "
                         "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false, every program's fused, A/A and "
-                        "unfused variants in the same interleaved rounds, bandwidth of a y=2x stream; "
-                        "predicted bytes from fusion_policy on the snapshot before the pass")
+                        "unfused variants and the cost model's calibration kernels in the same "
+                        "interleaved rounds; predicted bytes from fusion_policy on the snapshot before "
+                        "the pass; predicted times from cost_model on the optimized modules and their "
+                        "buffer assignments")
 def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     from pytest_dumpref.timing import plot_across_programs, spearman
+    from pytest_dumpref.xla import calibrate, cost_model
 
-    predicted_bytes = {}
+    predicted_bytes, dumps = {}, {}
     for name, spec in SUITE.items():
-        d = dump(getattr(examples, name), *_arrays(spec), passes="^fusion$")
+        fn, args = getattr(examples, name), _arrays(spec)
+        d = dump(fn, *args, passes="^fusion$")
         unfused_b, fused_b = fusion_policy.undo_fusion_bytes(snapshot_before_fusion(d).module)
         predicted_bytes[name] = unfused_b - fused_b
+        dumps[name] = (d, dump(fn, *args, passes="^fusion$", xla_disable_hlo_passes=",".join(PASSES)))
     variants, programs = {}, {}
     for name, spec in SUITE.items():
         for v, opt in (("fused", {}), ("A/A", {}), ("unfused", {"xla_disable_hlo_passes": ",".join(PASSES)})):
             variants[f"{name}: {v}"] = opt
             programs[f"{name}: {v}"] = (f"pytest_dumpref.examples:{name}", tuple(spec))
-    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(), variants=variants,
-                      programs=programs, stream_shape=X_SHAPE, cold_stream=True, rounds=20,
-                      calls_per_round=10, warmup_calls=5, timeout_s=900)
+    plan = calibrate.plan(20, 10, variants=variants, programs=programs, timeout_s=1200)
     run = run_plan(plan)
-    points, rows, exact = [], [], []   # exact: (predicted, measured, A/A) seconds, the statistics' inputs
+    rates = calibrate.rates_from(run)
+
+    points, rows, exact, refused = [], [], [], []
+    model = []        # (program, fused measured, fused model, extra measured, extra model) seconds
     for name in SUITE:
         b = predicted_bytes[name]
         fused, unfused_v, aa_v = f"{name}: fused", f"{name}: unfused", f"{name}: A/A"
-        predicted, p_noise = run.predicted_seconds(b), run.predicted_noise(b)
-        measured_s, m_noise = run.difference(fused, unfused_v), run.difference_noise(fused, unfused_v)
+        predicted = run.predicted_seconds(b)
+        measured_s = run.difference(fused, unfused_v)
         aa = run.difference(fused, aa_v)
         exact.append((predicted, measured_s, aa))
-        ratio = measured_s / predicted
         points.append({"name": name, "predicted_us": predicted * 1e6, "measured_us": measured_s * 1e6,
                        "aa_us": aa * 1e6})
-        # the A/A difference is the noise control, around zero: shown, not compared (the claim
-        # bounds its median share below)
-        rows.append({"name": name, "extra bytes (model)": b,
-                     "predicted (us)": measured(predicted * 1e6, p_noise * 1e6),
-                     "measured (us)": measured(measured_s * 1e6, m_noise * 1e6),
-                     "A/A (us)": varies(round(aa * 1e6, 1)),
-                     "measured / predicted": measured(ratio, abs(ratio) * math.hypot(p_noise / predicted,
-                                                                                    m_noise / measured_s)),
-                     "predicted at the cold-stream bandwidth (us)": measured(
-                         run.predicted_seconds(b, cold=True) * 1e6, run.predicted_noise(b, cold=True) * 1e6)})
-    errors = sorted(abs(m / p - 1) for p, m, _ in exact)
-    evidence.number("measured bandwidth (stream kernel, pinned single thread)", run.bandwidth / 1e9,
-                    unit="GB/s", noise=run.bandwidth_noise / 1e9)
-    evidence.number("measured bandwidth, stream inputs not in cache", run.cold_bandwidth / 1e9,
-                    unit="GB/s", noise=run.cold_bandwidth_noise / 1e9)
-    evidence.figure("extra time per call without the fusion pass, predicted against measured, per program",
+        row = {"name": name, "extra bytes (policy)": b, "extra at the stream's bandwidth (us)": round(predicted * 1e6, 1),
+               "extra measured (us)": round(measured_s * 1e6, 1), "A/A (us)": round(aa * 1e6, 1),
+               "fused measured (us)": round(run.variants[fused].median * 1e6, 1)}
+        try:
+            pf = calibrate.predict_dump(dumps[name][0], rates)
+            pu = calibrate.predict_dump(dumps[name][1], rates)
+        except cost_model.CostModelError as e:
+            refused.append({"program": name, "why the model refuses it": str(e).split(": cannot model ", 1)[-1]})
+            row.update({"fused, model (us)": "refused", "extra, model (us)": "refused"})
+        else:
+            model.append((name, run.variants[fused].median, pf.total_s, measured_s, pu.total_s - pf.total_s))
+            row.update({"fused, model (us)": round(pf.total_s * 1e6, 1),
+                        "extra, model (us)": round((pu.total_s - pf.total_s) * 1e6, 1)})
+        # one run's times, shown and not compared: the claim's conclusions are the bounds below
+        rows.append({k: (v if k in ("name", "extra bytes (policy)") else varies(v)) for k, v in row.items()})
+    evidence.figure("extra time per call without the fusion pass, predicted from the bytes against "
+                    "measured, per program",
                     plot_across_programs(points, tmp_path / "fusion-across-programs.png",
-                                         title=f"{len(SUITE)} programs, pinned single thread, one run"),
-                    data=rows)
-    # the median error measured 0.36-0.56 in five runs, the worst (rope) 3.95-4.47: a file at
-    # the low end must accept twice as much and more
-    evidence.number("median |measured/predicted - 1| over programs", float(np.median(errors)), tolerance=2.0)
-    evidence.number("worst |measured/predicted - 1| over programs", errors[-1], tolerance=2.0)
-    # from the exact times, as statistic.py computes them (the table's are rounded: swiglu's and
-    # sgd_momentum's predictions, 8 bytes apart, show alike and would tie in rank)
-    rank_correlation = spearman([p for p, _, _ in exact], [m for _, m, _ in exact])
-    aa_share = float(np.median([abs(a) / m for _, m, a in exact]))
+                                         title=f"{len(SUITE)} programs, pinned single thread, one run"))
+    evidence.table("per program, one run (not compared: each claim of this section states its own "
+                   "bounds; a program's time moves with its machine's other tenants)", rows)
+    if refused:
+        evidence.table("programs the cost model refuses, by the kernel and operation it has no rate for", refused)
+
+    fused_errors = sorted(abs(m / p - 1) for _, m, p, _, _ in model)
+    extra_errors = sorted(abs(m / p - 1) for *_, m, p in model)
+    fused_median = float(np.median(fused_errors))
     slower = [p["name"] for p in points if p["measured_us"] <= 0]
     assert not slower, f"undoing the fusion pass did not slow {slower}"
+    rank_correlation = spearman([p for p, _, _ in exact], [m for _, m, _ in exact])
+    aa_share = float(np.median([abs(a) / m for _, m, a in exact]))
     assert aa_share <= AA_LIMIT, (
         f"the A/A controls differ by a median {aa_share:.0%} of the measured differences: too noisy to judge")
     assert rank_correlation >= RANK_CORRELATION, (
         f"the predicted bytes rank the programs' slowdowns with a Spearman correlation of only "
         f"{rank_correlation:.2f}")
+    assert len(model) >= len(SUITE) // 2, f"the cost model refused {len(refused)} of {len(SUITE)} programs: {refused}"
+    assert fused_median <= FUSED_TIME_ERROR, (
+        f"the cost model predicts the fused programs' time with a median error of {fused_median:.2f}, "
+        f"above {FUSED_TIME_ERROR:.2f}: {[(n, round(m / p, 3)) for n, m, p, _, _ in model]}")
     evidence.number("Spearman rank correlation, predicted against measured extra time", rank_correlation,
                     bound=(">=", RANK_CORRELATION))
     evidence.number("median over programs of |A/A difference| / measured extra time", aa_share,
                     bound=("<=", AA_LIMIT))
-    evidence.note("Method: " + run.method() + "; every program's three variants in the same rounds. "
-                  "The claim holds when every program's measured extra time is above zero, the Spearman "
-                  "rank correlation of predicted and measured extra time (the Pearson correlation of "
-                  "their ranks, from the unrounded times) is at least "
-                  f"{RANK_CORRELATION:g}, and the median over programs of |A/A difference| / measured "
-                  f"extra time is at most {AA_LIMIT:.0%}; statistic.py prints each of these and whether "
-                  "the condition holds. The issue's goal "
-                  "(median error at most 10 %, worst at most 25 %) is stated against the two errors "
-                  "above, not asserted; the column 'predicted at the cold-stream bandwidth' shows the "
-                  "same bytes at the bandwidth of a stream whose inputs are not in cache.")
+    evidence.number("median |measured/model - 1|, fused programs", fused_median, bound=("<=", FUSED_TIME_ERROR))
+    evidence.number("programs the cost model predicts", len(model))
+    evidence.table("the cost model's extra time against the goal, this run (not compared, not asserted: "
+                   "the goal is not met)",
+                   [{"error of the extra time": "median |measured/model - 1|",
+                     "this run": varies(round(float(np.median(extra_errors)), 3)), "goal": EXTRA_TIME_GOAL["median"]},
+                    {"error of the extra time": "worst |measured/model - 1|",
+                     "this run": varies(round(extra_errors[-1], 3)), "goal": EXTRA_TIME_GOAL["worst"]},
+                    {"error of the extra time": "worst program",
+                     "this run": varies(max(model, key=lambda t: abs(t[3] / t[4] - 1))[0]), "goal": ""}])
+    evidence.excerpt("the cost model, as it ran (pytest_dumpref/xla/cost_model.py, whole: its docstring "
+                     "gives the measurements that decided its form)",
+                     inspect.getsource(cost_model), lang="python")
+    evidence.note("Method: " + run.method() + "; every program's three variants and the cost model's "
+                  "calibration kernels (pytest_dumpref/xla/calibrate.py) in the same rounds; the model's "
+                  "rates come from those kernels (calibrate.rates_from), and it prices the optimized "
+                  "module of each variant with its buffer assignment (calibrate.predict_dump). The claim "
+                  "holds when every program's measured extra time is above zero, the Spearman rank "
+                  "correlation of the extra bytes' time at the stream's bandwidth and the measured extra "
+                  f"time (from the unrounded times) is at least {RANK_CORRELATION:g}, the median over "
+                  f"programs of |A/A difference| / measured extra time is at most {AA_LIMIT:.0%}, and the "
+                  "cost model's median error on the fused programs' time is at most "
+                  f"{FUSED_TIME_ERROR:.0%}; statistic.py prints the first three.")
     _timing_listing(evidence, plan, [
         {"label": name, "base": f"{name}: fused", "other": f"{name}: unfused", "aa": f"{name}: A/A",
          "extra_bytes": predicted_bytes[name]} for name in SUITE],

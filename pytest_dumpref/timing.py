@@ -394,19 +394,29 @@ def plan_listing(plan: TimingPlan) -> str:
 
 def program_listing(plan: TimingPlan) -> str:
     """program.py: the functions ``plan`` times, as they ran, with the module-level functions
-    and constants they use from their own module and that module's imports, so that
+    and constants they use from their own modules and those modules' imports (a package's
+    relative imports left out: what the programs use is listed whole), so that
     ``worker_listing``'s worker runs them without the package they live in."""
-    import ast
-
     by_module: dict = {}
     for variant in plan.variants:
         module, _, name = plan.program_of(variant)[0].partition(":")
         by_module.setdefault(module, [])
         if name not in by_module[module]:
             by_module[module].append(name)
-    if len(by_module) > 1:
-        raise TimingError(f"program_listing lists one module's programs; this plan times {sorted(by_module)}")
-    (module_name, names), = by_module.items()
+    imports, bodies, heads = [], [], []
+    for module_name, names in by_module.items():
+        module_imports, body = _module_programs(module_name, names)
+        imports += [i for i in module_imports if i not in imports]
+        bodies += body
+        heads.append(f"{', '.join(names)} from {module_name}")
+    return (f"# program.py: {'; '.join(heads)}, as they ran, with what they use\n"
+            + "\n".join(imports) + "\n\n\n" + "\n\n\n".join(bodies) + "\n")
+
+
+def _module_programs(module_name: str, names: list) -> tuple:
+    """(import lines, top-level definitions) of ``module_name`` that ``names`` need."""
+    import ast
+
     module = importlib.import_module(module_name)
     source = inspect.getsource(module)
     tree = ast.parse(source)
@@ -425,19 +435,16 @@ def program_listing(plan: TimingPlan) -> str:
             continue
         needed.add(name)
         todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
-    kept = [node for node in tree.body
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and getattr(node, "module", None) != "__future__"]
-    kept += [node for node in tree.body if any(defined.get(n) is node for n in needed)]
     lines = source.splitlines()
 
     def text(node) -> str:                             # decorators and comments above it kept
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         return "\n".join(lines[start - 1:node.end_lineno])
 
-    imports = [text(n) for n in kept if isinstance(n, (ast.Import, ast.ImportFrom))]
-    body = [text(n) for n in kept if not isinstance(n, (ast.Import, ast.ImportFrom))]
-    return (f"# program.py: {', '.join(names)} from {module_name}, as they ran, with what they use from it\n"
-            + "\n".join(imports) + "\n\n\n" + "\n\n\n".join(body) + "\n")
+    imports = [text(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+               and getattr(n, "module", None) != "__future__" and not getattr(n, "level", 0)]
+    body = [text(n) for n in tree.body if any(defined.get(x) is n for x in needed)]
+    return imports, body
 
 
 def worker_listing(plan: TimingPlan) -> str:

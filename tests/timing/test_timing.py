@@ -252,10 +252,18 @@ def test_program_listing_runs_the_programs_as_the_package_does(tmp_path):
         want = jax.tree.leaves(getattr(examples, name)(*args))
         got = jax.tree.leaves(namespace[name](*args))
         assert all(np.array_equal(w, v) for w, v in zip(want, got)), name
-    other = TimingPlan(program="pytest_dumpref.examples:softmax", args=(), stream_shape=(8, 8),
-                       variants={"a": {}, "b": {}}, programs={"b": ("json:dumps", ())})
-    with pytest.raises(TimingError, match="one module's programs"):
-        timing.program_listing(other)
+    # programs of two modules (a claim's and the cost model's calibration kernels): both listed,
+    # each module's relative imports left out, and the listing runs on its own
+    from pytest_dumpref.xla import calibrate
+    both = TimingPlan(program="pytest_dumpref.examples:softmax", args=(), stream_shape=(8, 8),
+                      variants={"a": {}, "b": {}}, programs={"b": ("pytest_dumpref.xla.calibrate:k_exp", ())})
+    listing = timing.program_listing(both)
+    assert "softmax from pytest_dumpref.examples" in listing and "k_exp from pytest_dumpref.xla.calibrate" in listing
+    assert "from ." not in listing
+    namespace = {}
+    exec(compile(listing, "program.py", "exec"), namespace)
+    assert np.array_equal(namespace["k_exp"](x), calibrate.k_exp(x))
+    assert np.array_equal(namespace["softmax"](x), examples.softmax(x))
 
 
 def test_failure_in_subprocess_names_the_program():
