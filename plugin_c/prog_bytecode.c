@@ -353,23 +353,26 @@ static void read_op(ir_state* s, bc_cursor* c, bc_op* op) {
   if (++s->depth > BC_MAX_DEPTH)
     prog_fail(c->ctx, PROG_UNIMPLEMENTED, "unsupported: regions nested deeper than %d",
               BC_MAX_DEPTH);
-  for (uint64_t i = 0; i < n; i++) {
-    if (isolated) {  /* an isolated region is a nested IR section with a fresh value scope */
-      int id;
-      bc_cursor inner = section(c, s->base, &id);
-      inner.what = "region section";
-      if (id != SEC_IR)
-        prog_fail(c->ctx, PROG_INVALID_ARGUMENT, "malformed bytecode: expected an IR section");
-      ir_state saved = *s;
-      s->scope_size = s->next_value = s->region_end = s->region_values = 0;
-      read_region(s, &inner, &op->regions[i]);
-      if (inner.p != inner.end)
-        prog_fail(c->ctx, PROG_INVALID_ARGUMENT, "malformed bytecode: trailing region bytes");
-      saved.depth = s->depth;
-      *s = saved;
-    } else {
-      read_region(s, c, &op->regions[i]);
-    }
+  if (isolated) {
+    /* The regions of an op isolated from above are written together, in one nested IR
+     * section, and share a fresh value scope (each region's values start where the scope
+     * does, as siblings do).  Reading one section per region misread every such op with two
+     * regions or more (select_and_scatter's select and scatter): the first region's section
+     * ended with the second region's bytes, "trailing region bytes". */
+    int id;
+    bc_cursor inner = section(c, s->base, &id);
+    inner.what = "region section";
+    if (id != SEC_IR)
+      prog_fail(c->ctx, PROG_INVALID_ARGUMENT, "malformed bytecode: expected an IR section");
+    ir_state saved = *s;
+    s->scope_size = s->next_value = s->region_end = s->region_values = 0;
+    for (uint64_t i = 0; i < n; i++) read_region(s, &inner, &op->regions[i]);
+    if (inner.p != inner.end)
+      prog_fail(c->ctx, PROG_INVALID_ARGUMENT, "malformed bytecode: trailing region bytes");
+    saved.depth = s->depth;
+    *s = saved;
+  } else {
+    for (uint64_t i = 0; i < n; i++) read_region(s, c, &op->regions[i]);
   }
   s->depth--;
 }
