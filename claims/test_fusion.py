@@ -50,6 +50,7 @@ from pytest_dumpref import examples
 from pytest_dumpref.examples import softmax
 from pytest_dumpref.claims import measured, varies
 from pytest_dumpref.timing import TimingPlan, plot_prediction, run_plan
+from pytest_dumpref.xla import calibrate
 from pytest_dumpref.xla.dump import Dump, strip_source_info
 from pytest_dumpref.xla import fusion_policy
 from pytest_dumpref.xla.fusion import module_fusion, snapshot_before_fusion
@@ -493,6 +494,8 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                                 "without fusion": {"xla_disable_hlo_passes": ",".join(PASSES)}},
                       stream_shape=X_SHAPE, rounds=40, calls_per_round=20, warmup_calls=20)
     run = run_plan(plan)
+    model_run = run_plan(calibrate.plan(20, 10, variants=dict(plan.variants),
+                                        programs={k: (plan.program, plan.args) for k in plan.variants}))
     # The timed programs are the dumped ones: same bytes by XLA's own count (the pinned
     # compile differs only in not splitting loops across threads).
     assert run.variants["fused"].bytes_accessed == xla_f
@@ -526,6 +529,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     evidence.number("measured / predicted extra time", ratio,
                     bound={"min": 1 / SOFTMAX_TIME_FACTOR, "max": SOFTMAX_TIME_FACTOR})
     evidence.table("per-call times, pinned single thread", run.table())
+    _model_kernels(evidence, model_run, fused, plain)
     # The note says nothing that depends on where in its spread this run's ratio fell: the
     # ratio straddles the aim's bound from run to run (1.24 in one fresh-clone check, 2.6 in
     # a render), and a sentence that flipped with it would not reproduce.
@@ -559,6 +563,34 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
         assert faults * page < 0.1 * extra_bytes, (
             f"{name}: {faults:.0f} page faults per call; allocation, not traffic, would be timed")
         evidence.number(f"minor page faults per call, {name}", faults, bound=("<", 0.1 * extra_bytes / page))
+
+
+def _model_kernels(evidence, run, fused, plain) -> None:
+    """The kernel cost model on both variants, its rates from its calibration kernels timed in
+    the same rounds as they (a run of its own): where its prediction of the extra time falls
+    short, kernel by kernel.  Stated, not asserted: the claim's bound is the bytes'."""
+    rates = calibrate.rates_from(run)
+    pf, pu = calibrate.predict_dump(fused, rates), calibrate.predict_dump(plain, rates)
+    rows = []
+    for variant, p in (("fused", pf), ("without fusion", pu)):
+        # the regime is the larger of the kernel's memory and compute times at this run's rates
+        rows += [{"variant": variant, "kernel": k.name, "regime": varies(k.regime),
+                  "model (us)": varies(round(k.seconds * 1e6, 1))}
+                 for k in p.kernels]
+        rows.append({"variant": variant, "kernel": "(the program: dispatch and kernels)", "regime": varies(""),
+                     "model (us)": varies(round(p.total_s * 1e6, 1))})
+    evidence.table("the kernel cost model (pytest_dumpref/xla/cost_model.py) on both variants, at rates "
+                   "measured in a run of its own (not compared: one run's)", rows)
+    evidence.table("the model against that run (not compared: one run's)", [
+        {"time per call (us)": "fused program", "measured": varies(round(run.variants["fused"].median * 1e6, 1)),
+         "model": varies(round(pf.total_s * 1e6, 1))},
+        {"time per call (us)": "extra without fusion", "measured": varies(round(run.difference("fused", "without fusion") * 1e6, 1)),
+         "model": varies(round((pu.total_s - pf.total_s) * 1e6, 1))}])
+    evidence.note("The model prices the kernels the unfused program adds (the broadcast into a 4 MiB "
+                  "temporary and the multiply that reads it); the extra time measured for the whole "
+                  "program is larger than those kernels' own differences under jax's profiler (155-165 us "
+                  "in the model's measurements, its docstring), and what lies in no kernel's time is not "
+                  "modelled: that is where its prediction of the extra time falls short.")
 
 
 # ---- 4. why this size ------------------------------------------------------------------------
