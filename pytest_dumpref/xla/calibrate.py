@@ -282,7 +282,7 @@ def check_rows(result, rates: "cost_model.Rates") -> list:
     """The check kernels (not used to fit): measured against predicted, per kernel."""
     rows = []
     for name, x in result.variants.items():
-        if not name.split()[0] in ("mul", "exp", "cheap") or name.startswith("compute"):
+        if name.split()[0] not in ("mul", "exp", "cheap") or name.startswith("compute"):
             continue
         pred = cost_model.predict_text(x.hlo_text, None, rates, source=name).total_s
         rows.append({"kernel": name, "measured us": round(x.median * 1e6, 1),
