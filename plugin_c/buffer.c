@@ -160,10 +160,13 @@ static void destroy_buffer(PJRT_Buffer* b) {
 /* ---- strided copies -------------------------------------------------------------------- */
 
 static void dense_strides(const int64_t* dims, size_t n, size_t element, int64_t* strides) {
-  int64_t s = (int64_t)element;
+  /* Unsigned: a zero-element array may have a huge dimension beside its 0 ([0, 2^63-1]), whose
+   * product overflows int64 (undefined); such an array is never copied (copy_strided returns
+   * at its 0), so its strides only need to be computed without undefined behaviour. */
+  uint64_t s = (uint64_t)element;
   for (size_t i = n; i-- > 0;) {
-    strides[i] = s;
-    s *= dims[i];
+    strides[i] = (int64_t)s;
+    s *= (uint64_t)dims[i];
   }
 }
 
@@ -213,13 +216,10 @@ static PJRT_Error* host_layout_strides(const char* fn, const PJRT_Buffer_MemoryL
     dense_strides(dims, n, element, strides);
     return NULL;
   }
-  /* jaxlib 0.10.2 sends ToHostBuffer a layout whose struct_size it leaves 0 (copying an array
-   * to another backend's device) while filling its fields: 0 is read as the header's size.
-   * Any other size below the fields read here is refused. */
-  if (layout->struct_size != 0 &&
-      layout->struct_size < PJRT_STRUCT_SIZE(PJRT_Buffer_MemoryLayout, type))
-    return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "%s: layout struct_size %zu is too small",
-                    fn, layout->struct_size);
+  /* The layout's struct_size is not read: jaxlib 0.10.2 leaves it 0 (copying an array to
+   * another backend's device) and jaxlib 0.12 leaves it unset (2 or 4, from run to run) while
+   * filling the fields it means.  The fields themselves are checked instead: a known type, as
+   * many strides or minor_to_major entries as the array has dimensions. */
   if (layout->type == PJRT_Buffer_MemoryLayout_Type_Strides) {
     if (layout->strides.num_byte_strides != n || (n && layout->strides.byte_strides == NULL))
       return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
@@ -239,15 +239,15 @@ static PJRT_Error* host_layout_strides(const char* fn, const PJRT_Buffer_MemoryL
                     "%s: minor_to_major has %zu entries for a rank-%zu array", fn,
                     layout->tiled.minor_to_major_size, n);
   bool seen[DR_MAX_RANK] = {false};
-  int64_t s = (int64_t)element;
+  uint64_t s = (uint64_t)element;   /* unsigned, as in dense_strides: [0, 2^63-1] may overflow */
   for (size_t k = 0; k < n; k++) {
     int64_t dim = layout->tiled.minor_to_major[k];
     if (dim < 0 || (size_t)dim >= n || seen[dim])
       return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
                       "%s: minor_to_major is not a permutation of 0..%zu", fn, n - 1);
     seen[dim] = true;
-    strides[dim] = s;
-    s *= dims[dim];
+    strides[dim] = (int64_t)s;
+    s *= (uint64_t)dims[dim];
   }
   return NULL;
 }
