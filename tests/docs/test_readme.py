@@ -30,6 +30,7 @@ RUN = {
     ("Measured values", "python", 0): "test_the_timing_example_renders_and_checks",
     ("Command line", "sh", 0): "test_the_command_line_as_written",
     ("Benchmarks", "sh", 0): "test_the_benchmark_commands_select_benchmarks",
+    ("The kernel cost model: calibrate and cost", "sh", 0): "test_the_cost_model_commands_as_written",
     ("The dumpref PJRT device", "python", 0): "test_the_device_examples_run_and_print_what_they_say",
     ("The dumpref PJRT device", "python", 1): "test_the_device_examples_run_and_print_what_they_say",
     ("Layout", "", 0): "test_the_layout_names_what_is_there",
@@ -248,6 +249,27 @@ def _concrete(line: str, values: dict, *, with_options: bool) -> list[str]:
         return " " + m.group(1) if with_options else ""
     line = re.sub(r"\s*\[([^\]]+)\]", option, line)
     return [values.get(word, word) for word in shlex.split(line)]
+
+
+def test_the_cost_model_commands_as_written(tmp_path):
+    """calibrate, with its options, writes rates; cost prices a dumped optimized module with
+    them, one kernel a row with its regime, and its --json says the same."""
+    lines = commands(block("The kernel cost model: calibrate and cost", "sh").text)
+    assert len(lines) == 2 and "calibrate" in lines[0] and " cost " in lines[1]
+    folder = _dump_as_the_readme_says(tmp_path)
+    optimized = sorted(folder.glob("*jit_softmax*after_optimizations.txt"))
+    assert optimized, list(folder.iterdir())[:5]
+    rates = tmp_path / "rates.json"
+    cal = _concrete(lines[0], {"FILE": str(rates), "N": "3"}, with_options=True)
+    r = run([sys.executable, *cal[1:]], tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(rates.read_text())
+    cost = _concrete(lines[1], {"FILE...": str(optimized[0]), "FILE": str(rates)}, with_options=True)
+    r = run([sys.executable, *cost[1:]], tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    text = json.dumps(out)
+    assert "regime" in text and "total" in text, text[:500]
 
 
 def test_the_command_line_as_written(tmp_path):
