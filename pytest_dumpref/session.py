@@ -298,7 +298,11 @@ class DumprefSession:
                                    + (proc.stdout + proc.stderr).strip()[-500:])
                 return {}
             claims = writeup.read(out)["claims"]
-        return {k: v for k, v in claims.items() if k in nodeids and v.get("outcome") == "passed"}
+        fresh = {k: v for k, v in claims.items() if k in nodeids and v.get("outcome") == "passed"}
+        for k, v in fresh.items():
+            # run alone, a claim is the first of its file: it keeps its place in this run's
+            v["order"] = self.records[k]["order"] if k in self.records else v["order"]
+        return fresh
 
     def write_report(self, narrowed: bool, covers) -> None:
         """Render into a temporary folder beside the write-up, then move the write-up and its

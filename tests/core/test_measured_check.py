@@ -258,3 +258,23 @@ def test_an_incompatible_value_is_confirmed_in_a_fresh_process_before_it_fails(p
     out = res.stdout.str()
     assert "re-run 2 of 2 in a fresh process, for 1 incompatible value" in out
     assert "are incompatible" in out
+
+
+def test_a_claim_rerun_alone_keeps_its_place_in_the_writeup(pytester):
+    # run alone in the fresh process, the timed claim is the first of its file there; in the
+    # write-up it stays second
+    first = '''
+@pytest.mark.claim("A first claim.", title="First")
+@pytest.mark.provenance(**PROV)
+def test_first(evidence):
+    evidence.number("n", 1)
+    assert True
+'''
+    head, tail = CLAIMS.split("def _measured():", 1)
+    pytester.makepyfile(test_claims=head + first + "\ndef _measured():" + tail)
+    _runs(pytester, {"t": 1.0})
+    pytester.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=2)
+    _runs(pytester, {"t": 2.0}, {"t": 1.05})
+    res = pytester.runpytest("--dumpref-check=writeup.md")
+    assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(["*re-run 1 of 2 in a fresh process*", "*every line of writeup.md reproduces*"])
