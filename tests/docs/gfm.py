@@ -71,7 +71,9 @@ class Page:
 # Markdown that, found in the page's text, was not rendered: a table row, a code fence, an ATX
 # heading.  They turn up as text when a <details> HTML block swallows the lines under it (no blank
 # line after </summary>) or a table's delimiter row is broken.
-_UNRENDERED = re.compile(r"^\s*(\|.*\||```|#{1,6} )")
+# A row ends with its pipe: a rendered cell whose text merely starts and contains one
+# ("|A/A difference| / predicted", a number's name) is not a row.
+_UNRENDERED = re.compile(r"^\s*(\|.*\|\s*$|```|#{1,6} )")
 
 
 class _Reader(HTMLParser):
