@@ -637,7 +637,11 @@ def test_large_size_has_no_decision_and_times_allocation(dump, unfused, evidence
     # above its largest mmap threshold, 32 MiB, straight from mmap and unmaps them on free).
     assert faults >= 0.9 * pages
     evidence.number("minor page faults per call (pinned single thread)", faults, bound=(">=", 0.9 * pages))
-    evidence.table("per-call times at f32[4096,4096], pinned single thread", run.table())
+    # the softmax's row only: this claim uses no bandwidth, and the 8-element dispatch kernel,
+    # timed beside 64 MiB kernels that flush the caches, measured 17.17 ± 3.5 us in one render:
+    # too noisy a row for any re-run to be judged against it
+    evidence.table("per-call time at f32[4096,4096], pinned single thread",
+                   [row for row in run.table() if row["variant"] == "softmax"])
 
 
 # ---- fused and unfused side by side in pytest-benchmark ---------------------------------------
