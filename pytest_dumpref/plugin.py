@@ -110,7 +110,6 @@ def _session(config) -> DumprefSession:
 
 def pytest_collection_modifyitems(session, config, items):
     """Marker arguments are checked before anything runs: a usage error names the test."""
-    index_in_file: dict = {}
     for item in items:
         marker = item.get_closest_marker("claim")
         if marker is None:
@@ -123,9 +122,11 @@ def pytest_collection_modifyitems(session, config, items):
             record = _session(config).new_record(item.nodeid, claim, prov, names)
         except MarkerError as e:
             raise pytest.UsageError(f"pytest-dumpref: {e}") from None
-        # every xdist worker collects the same list; a file's claims keep their order in any selection
-        path = item.nodeid.split("::", 1)[0]
-        record.order = index_in_file[path] = index_in_file.get(path, -1) + 1
+        # the line the test is defined at: a file's claims keep their order in any selection
+        # (a run of one claim by its node id collects it alone, where a count would make it
+        # the first of its file) and in every xdist worker; parametrized ones tie and their
+        # node ids decide
+        record.order = int(item.location[1] or 0)
         item.stash[_RECORD_KEY] = record
 
 
