@@ -837,7 +837,8 @@ def test_policy_predicts_every_program(dump, unfused, evidence):
                      inspect.getsource(sys.modules[__name__]).split("WRITTEN_AFTER = ")[1].split("\n}\n")[0]
                      .join(["WRITTEN_AFTER = ", "\n}"]), lang="python")
     evidence.excerpt("how decisions are read from the fusion log (pytest_dumpref/xla/fusion.py, as it ran)",
-                     inspect.getsource(fusion_log.read_fusion_log), lang="python")
+                     inspect.getsource(fusion_log.read_fusion_log) + "\n\n"
+                     + inspect.getsource(fusion_log.decisions_of_frames), lang="python")
     evidence.note("Which frames count as decisions: " + " ".join(
         fusion_log.__doc__.split("Which frames count as decisions:")[1].split("``compare``")[0].split()))
     evidence.excerpt("how the log and the model are lined up (pytest_dumpref/xla/fusion.py, as it ran)",

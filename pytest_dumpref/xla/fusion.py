@@ -141,16 +141,23 @@ def read_fusion_log(path) -> list[FusionDecision]:
         frames = json.loads(m.group(1))
     except json.JSONDecodeError as e:
         raise FusionLogError(f"{path}: the frames log is not readable ({e.msg} at {e.pos})") from None
+    for frame in frames:
+        if not isinstance(frame, list) or len(frame) < 2 or not isinstance(frame[1], str):
+            raise FusionLogError(f"{path}: unexpected frame {str(frame)[:80]!r}")
+    return decisions_of_frames(path, [frame[1] for frame in frames])
+
+
+def decisions_of_frames(path: Path, texts: list) -> list[FusionDecision]:
+    """The decisions in the texts of one fusion log's frames, in order, whichever file they
+    were read from (the html page or the .pyz archive); ``path`` names the file, whose name
+    says the pass and the computation."""
     fm = _FILE.match(path.name)
     pass_label = (fm.group("pass") if fm else "") or "fusion"
     computation = fm.group("comp") if fm else ""
     origin: dict[str, str] = {}   # fusion instruction -> the consumer it grew from
     pending: dict[str, str] = {}  # producer -> consumer announced by "About to fuse"
     out: list[FusionDecision] = []
-    for frame in frames:
-        if not isinstance(frame, list) or len(frame) < 2 or not isinstance(frame[1], str):
-            raise FusionLogError(f"{path}: unexpected frame {str(frame)[:80]!r}")
-        text = frame[1]
+    for text in texts:
         a = _ABOUT.match(text)
         if a:
             pending[a["p"]] = a["c"]
@@ -173,40 +180,11 @@ def read_fusion_log(path) -> list[FusionDecision]:
 
 def read_fusion_log_file(path) -> list[FusionDecision]:
     """The decisions logged in one ``*_fusion.html`` or ``*_fusion.pyz`` file, in the order the
-    pass made them.
-
-    The decoding is ``read_fusion_log``'s, line for line (that function, the html reader,
-    is kept as it was because the committed write-up quotes its source as it ran; fold the
-    two into one when that claim is rendered again)."""
+    pass made them (one decoding, ``decisions_of_frames``, for both)."""
     path = Path(path)
     if not path.name.endswith(".pyz"):
         return read_fusion_log(path)
-    frames = _pyz_frames(path)
-    fm = _FILE.match(path.name)
-    pass_label = (fm.group("pass") if fm else "") or "fusion"
-    computation = fm.group("comp") if fm else ""
-    origin: dict[str, str] = {}   # fusion instruction -> the consumer it grew from
-    pending: dict[str, str] = {}  # producer -> consumer announced by "About to fuse"
-    out: list[FusionDecision] = []
-    for text in frames:
-        a = _ABOUT.match(text)
-        if a:
-            pending[a["p"]] = a["c"]
-            continue
-        f = _FUSED.match(text)
-        if f:
-            consumer = pending.pop(f["p"], f["f"])
-            root = origin.get(consumer, consumer)
-            origin[f["f"]] = root
-            out.append(FusionDecision(f["p"], consumer, True, text, pass_label,
-                                      root, f["f"], str(path), computation))
-            continue
-        n = _NOT.match(text)
-        if n:
-            why = n["why"].strip()
-            out.append(FusionDecision(n["p"], n["c"], False, why, pass_label,
-                                      origin.get(n["c"], n["c"]), None, str(path), computation))
-    return out
+    return decisions_of_frames(path, _pyz_frames(path))
 
 
 def fusion_decisions_in_folder(folder, module_id: str | None = None) -> list[FusionDecision]:
