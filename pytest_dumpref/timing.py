@@ -160,12 +160,6 @@ class VariantTiming:
         """Standard uncertainty (seconds) of :attr:`median`, from the spread of the rounds."""
         return median_noise(self.samples)
 
-    @property
-    def spread(self) -> float:
-        """Relative interquartile range of the per-round samples."""
-        q = statistics.quantiles(self.samples, n=4)
-        return (q[2] - q[0]) / self.median
-
 
 @dataclass
 class TimingResult:
