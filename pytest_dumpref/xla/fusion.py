@@ -362,7 +362,6 @@ def module_fusion(dump, *, log=None, **model_options) -> ModuleFusion:
     ``log=[]`` is given (the pass had nothing to log): the model must then predict no logged
     decision either."""
     from .dump import DumpError
-    from .fusion_policy import predict, uncalled_computations
     files = fusion_log_files(dump.folder, dump.files.id)
     if log is None:
         log = [d for d in dump.fusion_decisions() if d.pass_name == "fusion"]
@@ -378,14 +377,23 @@ def module_fusion(dump, *, log=None, **model_options) -> ModuleFusion:
     if before is None:
         raise DumpError(f"{dump.folder}: module {dump.files.key} has no snapshot before the fusion "
                         f"pass (did it run? {HOW_TO_DUMP})")
-    results = predict(before.module, **model_options)
+    log, predicted, rows, uncalled = replay(before.module, log, **model_options)
+    return ModuleFusion(dump.files.key, before, log, predicted, rows,
+                        changed=changed, logged_files=files, uncalled=uncalled)
+
+
+def replay(module, log: list, **model_options) -> tuple:
+    """The model's replay of the fusion pass on ``module`` (the module it saw) beside the
+    pass's ``log``: (the log in the pass's order, the logged predictions, ``compare``'s rows,
+    the computations no instruction calls that the pass visited)."""
+    from .fusion_policy import predict, uncalled_computations
+    results = predict(module, **model_options)
     order = {r.computation: k for k, r in enumerate(results)}
     # the pages come one per computation, in file-name order: put them in the pass's order
     log = sorted(log, key=lambda d: order.get(d.computation, len(order)))
     predicted = [p for r in results for p in r.decisions if p.logged]
-    uncalled = [c for c in uncalled_computations(before.module) if c in order]
-    return ModuleFusion(dump.files.key, before, log, predicted, compare(log, predicted),
-                        changed=changed, logged_files=files, uncalled=uncalled)
+    uncalled = [c for c in uncalled_computations(module) if c in order]
+    return log, predicted, compare(log, predicted), uncalled
 
 
 def fusion_report(folder, module: str | None = None, **model_options) -> list:
@@ -428,3 +436,72 @@ def fusion_report(folder, module: str | None = None, **model_options) -> list:
                                      f"analysing it ({type(e).__name__}: {e}); please report it "
                                      f"with the dump"))
     return out
+
+
+# ---- the model on its own: one file a reader runs with plain jax ----------------------------
+
+# What the write-up lists as fusion_model.py (standalone.listing: these and everything they
+# reach, whole): the HLO reader, the policy, the log reader, the comparison and main below.
+MODEL_ROOTS = {"fusion": ["main"], "fusion_policy": ["RULES"]}
+MODEL_MODULES = ("shape_inference", "hlo", "dump", "fusion_policy", "fusion")
+MODEL_HEADER = '''"""fusion_model.py: XLA's CPU fusion pass restated (pytest-dumpref, as it ran), on its own.
+
+    XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization" python prog.py
+    python fusion_model.py DIR        # needs plain jax installed only for its version (jaxlib)
+
+prints, per module of DIR, every decision of the fusion pass: the compiler's (its log,
+*_fusion.html or *_fusion.pyz) beside the model's (predict, replaying the pass on the snapshot
+the pass saw), then "N of M decisions predicted".  Every definition below is copied whole
+from the file its heading names.
+"""
+'''
+
+
+def model_listing() -> str:
+    """fusion_model.py: the model and its driver as one runnable file (see MODEL_ROOTS)."""
+    from .standalone import listing
+    return (listing(MODEL_ROOTS, order=MODEL_MODULES, header=MODEL_HEADER)
+            + '\n\nif __name__ == "__main__":\n    raise SystemExit(main())\n')
+
+
+def main(argv=None) -> int:
+    """``python fusion_model.py DIR [--no-coupled-softmax | --coupled-softmax]``: every
+    decision of the fusion pass in the dump folder DIR, the log's beside the model's, per
+    module; exit code 1 when a decision is mispredicted.  The snapshot the pass saw is found
+    as ``snapshot_before_fusion`` finds it, the modules as ``pytest_dumpref.xla.dump`` does."""
+    import sys
+    from types import SimpleNamespace
+
+    from .dump import Snapshot, _discover, parse_stage
+    from .hlo import parse_module
+    args = sys.argv[1:] if argv is None else list(argv)
+    options = {}
+    for flag, value in (("--coupled-softmax", True), ("--no-coupled-softmax", False)):
+        if flag in args:
+            args.remove(flag)
+            options["coupled_softmax_rule"] = value
+    if len(args) != 1:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    folder = Path(args[0])
+    missed = 0
+    for mf in _discover(folder):
+        snaps = [Snapshot(step, *parse_stage(rest), path) for step, rest, path in mf.snapshot_paths]
+        dump = SimpleNamespace(snapshots=snaps)
+        log = [d for p in fusion_log_files(folder, mf.id) for d in read_fusion_log_file(p)
+               if d.pass_name == "fusion"]
+        before = snapshot_before_fusion(dump) or snapshot_before_fusion(dump, unchanged=True)
+        if before is None:
+            print(f"{mf.key}: no snapshot before the fusion pass ({HOW_TO_DUMP})", file=sys.stderr)
+            return 2
+        module = parse_module(before.path.read_text(encoding="utf-8"), source=str(before.path))
+        log, _, rows, _ = replay(module, log, **options)
+        print(f"== {mf.key}: the pass saw {before.path.name}")
+        for k, r in enumerate(rows, 1):
+            said = (r["compiler"] if r["agree"] else
+                    f"compiler: {r['compiler'] or '-'} | model: {r['predicted'] or '-'}")
+            print(f"{' ' if r['agree'] else '*'} {k:4d} {r['producer']} -> {r['consumer']}: {said}")
+        agreed = sum(r["agree"] for r in rows)
+        missed += len(rows) - agreed
+        print(f"{agreed} of {len(log)} decisions predicted")
+    return 1 if missed else 0
