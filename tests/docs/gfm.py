@@ -14,6 +14,7 @@ row and drops the cells of a long one without a word).
 from __future__ import annotations
 
 import html
+import itertools
 import re
 import sys
 from dataclasses import dataclass, field
@@ -323,12 +324,13 @@ def all_problems(path: Path) -> list[str]:
 
 # ---- a page to look at ------------------------------------------------------------------------
 
-# A stylesheet after GitHub's (its font stack, 980 px column, table and code look), written here.
+# A stylesheet after GitHub's (its font stack, a 980 px box whose text column is 890 px inside its
+# 1 px border and 45 px padding, table and code look), written here.
 STYLE = """
 body { margin: 0; background: #fff; color: #1f2328;
   font: 16px/1.5 -apple-system, BlinkMacSystemFont, "Segoe UI", "Noto Sans", Helvetica, Arial,
   sans-serif; }
-main { max-width: 980px; margin: 0 auto; padding: 32px 45px; box-sizing: border-box;
+main { max-width: 982px; margin: 0 auto; padding: 32px 45px; box-sizing: border-box;
   border: 1px solid #d1d9e0; border-radius: 6px; margin-top: 16px; }
 h1, h2 { border-bottom: 1px solid #d1d9e0b3; padding-bottom: .3em; }
 h1 { font-size: 2em; } h2 { font-size: 1.5em; } h3 { font-size: 1.25em; }
@@ -371,3 +373,85 @@ if __name__ == "__main__":
     src, dst = Path(sys.argv[1]), Path(sys.argv[2])
     dst.write_text(page_html(src, open_details="--open" in sys.argv[3:]), encoding="utf-8")
     print(dst)
+
+
+# ---- the page as a browser lays it out -------------------------------------------------------
+
+# Chromium (headless) lays the page out at a 1280 px window: STYLE's 980 px column less its
+# padding leaves GitHub's 890 px of text.  It reports the page's height, each heading's place,
+# and every element outside a code block that reaches past the column (a table or a line too
+# wide, which GitHub shows with a scroll bar or lets run out).
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+WINDOW = (1280, 1000)
+_MEASURE = """<script>window.addEventListener('load', () => {
+  const main = document.querySelector('main'), cs = getComputedStyle(main);
+  const left = main.getBoundingClientRect().left + parseFloat(cs.paddingLeft);
+  const right = main.getBoundingClientRect().left + main.clientWidth - parseFloat(cs.paddingRight);
+  const wide = [];
+  for (const e of main.querySelectorAll('p, li, table, h1, h2, h3, h4, summary, img')) {
+    if (e.closest('pre') || e.offsetParent === null) continue;
+    const width = Math.max(e.scrollWidth, e.getBoundingClientRect().width);
+    if (e.getBoundingClientRect().left + width > right + 1)
+      wide.push([e.tagName.toLowerCase(), e.getAttribute('data-sourcepos') || '', Math.round(width)]);
+  }
+  const beside = [];
+  for (const img of main.querySelectorAll('img')) {
+    const p = img.closest('p');
+    if (p && p.textContent.trim() && [...p.childNodes].some(n => n !== img && n.textContent.trim()
+        && n.getBoundingClientRect && n.getBoundingClientRect().top < img.getBoundingClientRect().bottom - 1))
+      beside.push(p.getAttribute('data-sourcepos') || '');
+  }
+  const out = document.createElement('pre');
+  out.id = 'dumpref-measure';
+  out.textContent = JSON.stringify({height: Math.round(main.getBoundingClientRect().bottom + scrollY),
+    column: Math.round(right - left), wide, beside,
+    headings: [...main.querySelectorAll('h1, h2, h3')].map(h => [h.id, Math.round(h.getBoundingClientRect().top + scrollY)])});
+  document.body.appendChild(out);
+});</script>"""
+
+
+def browser() -> str | None:
+    """The headless browser the layout checks use, or None when none is installed."""
+    import shutil
+    return next((b for b in map(shutil.which, BROWSERS) if b), None)
+
+
+@dataclass
+class Layout:
+    """The page as Chromium lays it out, every <details> closed (as a reader first meets it)."""
+    height: int                     # px, the page's top to the bottom of its text box
+    column: int                     # px, the text column
+    wide: list                      # (tag, source line, width px): outside code blocks, past the column
+    beside: list                    # source lines of paragraphs where text sits beside a figure
+    headings: list                  # (id, top px)
+
+    def section_heights(self) -> list:
+        """(heading id, px from it to the next heading or the end)."""
+        tops = self.headings + [("(end)", self.height)]
+        return [(a, t2 - t1) for (a, t1), (_, t2) in itertools.pairwise(tops)]
+
+
+def layout(path: Path, *, timeout: float = 300) -> Layout:
+    """Lay ``path`` out in headless Chromium (``browser()``) and read the measurements back from
+    the page (--dump-dom prints the DOM after the load event, where the script wrote them)."""
+    import json
+    import subprocess
+    import tempfile
+    exe = browser()
+    if exe is None:
+        raise RuntimeError(f"no headless browser ({', '.join(BROWSERS)}) on PATH")
+    page = page_html(path).replace("</body>", _MEASURE + "</body>")
+    with tempfile.TemporaryDirectory(prefix="dumpref-layout-") as tmp:
+        html_path = Path(tmp) / "page.html"
+        html_path.write_text(page, encoding="utf-8")
+        done = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                               f"--window-size={WINDOW[0]},{WINDOW[1]}", "--virtual-time-budget=20000",
+                               f"--user-data-dir={tmp}/profile", "--dump-dom", html_path.as_uri()],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    m = re.search(r'id="dumpref-measure">([^<]*)<', done.stdout)
+    if not m:
+        raise RuntimeError(f"{exe} laid out {path} but wrote no measurement (exit {done.returncode}): "
+                           f"{done.stderr[-800:]}")
+    d = json.loads(html.unescape(m.group(1)))
+    return Layout(d["height"], d["column"], [tuple(w) for w in d["wide"]], d["beside"],
+                  [tuple(h) for h in d["headings"]])
