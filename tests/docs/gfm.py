@@ -387,9 +387,13 @@ _MEASURE = """<script>window.addEventListener('load', () => {
   const main = document.querySelector('main'), cs = getComputedStyle(main);
   const left = main.getBoundingClientRect().left + parseFloat(cs.paddingLeft);
   const right = main.getBoundingClientRect().left + main.clientWidth - parseFloat(cs.paddingRight);
+  // inside a closed <details> (its own <summary> aside) an element is not shown
+  const folded = e => { for (let d = e.closest('details'); d; d = d.parentElement.closest('details'))
+    if (!d.open && !(d.querySelector(':scope > summary') || {contains: () => false}).contains(e)) return true;
+    return false; };
   const wide = [];
   for (const e of main.querySelectorAll('p, li, table, h1, h2, h3, h4, summary, img')) {
-    if (e.closest('pre') || e.offsetParent === null) continue;
+    if (e.closest('pre') || folded(e)) continue;
     const width = Math.max(e.scrollWidth, e.getBoundingClientRect().width);
     if (e.getBoundingClientRect().left + width > right + 1)
       wide.push([e.tagName.toLowerCase(), e.getAttribute('data-sourcepos') || '', Math.round(width)]);

@@ -27,7 +27,6 @@ pytestmark = pytest.mark.skipif(gfm.browser() is None, reason=(
 # Known defects of the committed writeup.md (strict xfail: remove the entry with the fix).
 KNOWN = {
     "height": "the committed write-up is about 40,000 px tall with every <details> closed",
-    "wide": "tables of Study 1, Study 3 and an unbroken code span run past the column",
     "beside": "the renderer writes a figure's caption on the line after its image, in the same paragraph",
 }
 
@@ -56,7 +55,8 @@ def test_a_taller_page_measures_taller_and_folded_text_does_not_count(tmp_path):
 
 def test_a_line_past_the_column_is_named_and_a_code_block_is_not(tmp_path):
     word = "x" * 200
-    found = _page(tmp_path, f"# T\n\n`{word}`\n\n```\n{word}\n```\n\n| a |\n|---|\n| `{word}` |\n\nfine\n")
+    found = _page(tmp_path, f"# T\n\n`{word}`\n\n```\n{word}\n```\n\n| a |\n|---|\n| `{word}` |\n\nfine\n\n"
+                  f"<details><summary>folded</summary>\n\n`{word}`\n\n</details>\n")
     assert [(tag, line.split(":")[0]) for tag, line, _ in found.wide] == [("p", "3"), ("table", "9")]
     assert all(width > COLUMN for _, _, width in found.wide)
 
