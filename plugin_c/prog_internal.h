@@ -298,8 +298,12 @@ void rt_matmul_complex(prog_dtype t, const void* a, const void* b, void* c, int6
                        int64_t K);
 bool rt_is_complex(prog_dtype t);
 
-/* A cache-blocked C[M,N] += A[M,K] B[K,N] over float or double rows (prog_ops_matmul.c). */
-void rt_matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t N, int64_t K);
-void rt_matmul_f64(const double* a, const double* b, double* c, int64_t M, int64_t N, int64_t K);
+/* C[M,N] += A[M,K] B[K,N], C row-major and at its type's alignment, element (i,k) of A at
+ * a[i*ars + k*acs] and (k,j) of B at b[k*brs + j*bcs] (any alignment); products added in k
+ * order, bit for bit the naive loop's (prog_ops_matmul.c).  -1 when out of memory. */
+int rt_matmul_f32(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs,
+                  int64_t bcs, float* c, int64_t M, int64_t N, int64_t K);
+int rt_matmul_f64(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs,
+                  int64_t bcs, double* c, int64_t M, int64_t N, int64_t K);
 
 #endif /* PROG_INTERNAL_H */

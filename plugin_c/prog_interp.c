@@ -915,6 +915,36 @@ static int dot_complex(run_ctx* r, const prog_insn* in, const prog_shape* as, co
   return PROG_OK;
 }
 
+/* The element stride of dimensions dims[0..n) of s read as one dimension (in that order), or
+ * -1 when they are not evenly spaced; dimensions of size 1 do not count, and a group of none is
+ * one element (stride 0). */
+static int64_t group_stride(const prog_shape* s, const int64_t* st, const int* dims, int n) {
+  int64_t stride = 0, expect = -1;
+  for (int q = n - 1; q >= 0; q--) {
+    int d = dims[q];
+    if (s->dims[d] == 1) continue;
+    if (expect >= 0 && st[d] != expect) return -1;
+    if (expect < 0) stride = st[d];
+    expect = st[d] * s->dims[d];
+  }
+  return stride;
+}
+
+/* Strides of an operand's batch, rows and columns in place (lhs: batch, free, contracting;
+ * rhs: batch, contracting, free, as dot_layout orders them); false when a group is not evenly
+ * spaced and the operand must be copied into that order first. */
+static bool dot_strides(const prog_shape* s, const int* order, int nb, int nc, bool contract_first,
+                        int64_t* batch, int64_t* rows, int64_t* cols) {
+  int64_t st[PROG_MAX_RANK];
+  rt_strides(s, st);
+  int nf = s->rank - nb - nc;
+  int n_rows = contract_first ? nc : nf, n_cols = contract_first ? nf : nc;
+  *batch = group_stride(s, st, order, nb);
+  *rows = group_stride(s, st, order + nb, n_rows);
+  *cols = group_stride(s, st, order + nb + n_rows, n_cols);
+  return *batch >= 0 && *rows >= 0 && *cols >= 0;
+}
+
 static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog_shape* bs,
                const void* a_src, const void* b_src, void* o) {
   int ao[PROG_MAX_RANK], bo[PROG_MAX_RANK];
@@ -932,32 +962,48 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
    * type's alignment (always, for the interpreter's own buffers), else into a temporary */
   bool native_out = ((w == WORK_F32 && ot == PROG_F32) || (w == WORK_F64 && ot == PROG_F64) ||
                      (w == WORK_I64 && ot == PROG_S64)) && (uintptr_t)o % ws == 0;
-  void* a = dot_operand(as, a_src, ao, w, nbatch * M * K);
-  void* b = dot_operand(bs, b_src, bo, w, nbatch * K * N);
+  prog_dtype wt = w == WORK_F32 ? PROG_F32 : w == WORK_F64 ? PROG_F64 : PROG_S64;
+  /* operands already in the work type are read in place when their dimension groups are evenly
+   * spaced (a transposed matrix, a batch of them); the rest are copied in order first */
+  int nb = in->np[0], nc = in->np[2];
+  int64_t a_bs, a_rs, a_cs, b_bs, b_rs, b_cs;
+  bool a_in_place = w != WORK_I64 && as->dtype == wt &&
+                    dot_strides(as, ao, nb, nc, false, &a_bs, &a_rs, &a_cs);
+  bool b_in_place = w != WORK_I64 && bs->dtype == wt &&
+                    dot_strides(bs, bo, nb, nc, true, &b_bs, &b_rs, &b_cs);
+  void* a = a_in_place ? NULL : dot_operand(as, a_src, ao, w, nbatch * M * K);
+  void* b = b_in_place ? NULL : dot_operand(bs, b_src, bo, w, nbatch * K * N);
   void* c = native_out ? o : malloc((size_t)(nbatch * M * N) * ws + 8);
-  if (a == NULL || b == NULL || c == NULL) {
+  if ((!a_in_place && a == NULL) || (!b_in_place && b == NULL) || c == NULL) {
     free(a); free(b); if (!native_out) free(c);
     return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
   }
+  if (!a_in_place) { a_bs = M * K; a_rs = K; a_cs = 1; }
+  if (!b_in_place) { b_bs = K * N; b_rs = N; b_cs = 1; }
+  const char* A = a_in_place ? a_src : a;
+  const char* B = b_in_place ? b_src : b;
   memset(c, 0, (size_t)(nbatch * M * N) * ws);
-  for (int64_t q = 0; q < nbatch; q++) {
+  int code = PROG_OK;
+  bool empty = M == 0 || N == 0 || K == 0;  /* C is zeros; an empty operand may be NULL */
+  for (int64_t q = 0; q < nbatch && code == PROG_OK && !empty; q++) {
+    const char *Aq = A + (size_t)(q * a_bs) * ws, *Bq = B + (size_t)(q * b_bs) * ws;
+    int rc = 0;
     if (w == WORK_F32)
-      rt_matmul_f32((const float*)a + q * M * K, (const float*)b + q * K * N,
-                    (float*)c + q * M * N, M, N, K);
+      rc = rt_matmul_f32(Aq, a_rs, a_cs, Bq, b_rs, b_cs, (float*)c + q * M * N, M, N, K);
     else if (w == WORK_F64)
-      rt_matmul_f64((const double*)a + q * M * K, (const double*)b + q * K * N,
-                    (double*)c + q * M * N, M, N, K);
+      rc = rt_matmul_f64(Aq, a_rs, a_cs, Bq, b_rs, b_cs, (double*)c + q * M * N, M, N, K);
     else {
-      const uint64_t *A = (const uint64_t*)a + q * M * K, *B = (const uint64_t*)b + q * K * N;
+      const uint64_t *A64 = (const uint64_t*)Aq, *B64 = (const uint64_t*)Bq;
       uint64_t* C = (uint64_t*)c + q * M * N;
       for (int64_t i = 0; i < M; i++)
         for (int64_t k = 0; k < K; k++)
-          for (int64_t j = 0; j < N; j++) C[i * N + j] += A[i * K + k] * B[k * N + j];
+          for (int64_t j = 0; j < N; j++) C[i * N + j] += A64[i * K + k] * B64[k * N + j];
     }
+    if (rc != 0) code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
   }
   if (!native_out) {
     int64_t n = nbatch * M * N;
-    for (int64_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n && code == PROG_OK; i++) {
       if (w == WORK_I64) rt_put(ot, o, i, 0, ot == PROG_PRED ? ((int64_t*)c)[i] != 0 : ((int64_t*)c)[i], false);
       else rt_put(ot, o, i, w == WORK_F32 ? ((float*)c)[i] : ((double*)c)[i], 0, true);
     }
@@ -965,7 +1011,7 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
   }
   free(a);
   free(b);
-  return PROG_OK;
+  return code;
 }
 
 /* ---- reduce with a recognized body ------------------------------------------------------ */

@@ -1,52 +1,155 @@
-/* prog_ops_matmul.c -- the matrix product at the heart of dot_general: C += A B, row-major,
- * A[M,K], B[K,N], C[M,N].
+/* prog_ops_matmul.c -- the matrix product at the heart of dot_general: C += A B, C row-major
+ * [M,N], A [M,K] and B [K,N] read through element strides (so a transposed operand is read in
+ * place, not copied first).
  *
- * Blocked for the cache: a panel of KB rows of B (NB columns wide) stays in L2 while four rows
- * of C are updated from it at once, so each loaded element of B feeds four multiply-adds and
- * the innermost loop over j streams contiguous rows the compiler vectorizes.  Every element of
- * C still accumulates its products in k order, one by one (no reassociation), so the result
- * is the same as the naive loop's, bit for bit.
+ * The loops of a packed GEMM: a KC x NC block of B and an MC x KC block of A are copied into
+ * contiguous panels (B in NR-column strips, A in MR-row strips, zero-padded at the edges), and
+ * a micro-kernel updates one MR x NR tile of C from one strip of each, holding the tile in
+ * registers across KC steps.  The kernel is plain C over fixed-size arrays, which gcc and
+ * clang vectorise at -O3; it is compiled once per instruction set (AVX-512, AVX2, the
+ * baseline), the widest the CPU has chosen at run time, since the plugin is built for the
+ * machine's baseline.  Tile sizes were measured on the development machine (Zen 4): 8 x 32
+ * floats under AVX-512 (16 vector accumulators of 32 registers), 4 x 32 under AVX2.
+ *
+ * Every element of C still accumulates its products in k order, one multiply and one add at a
+ * time (no fused multiply-add, no reassociation: FP contraction is off), so the result is the
+ * naive loop's bit for bit on every machine, whichever kernel runs.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "prog_internal.h"
 
-enum { NB = 512, KB = 128 };
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
 
-#define MATMUL_BLOCKED(T, NAME)                                                            \
-  void NAME(const T* a, const T* b, T* c, int64_t M, int64_t N, int64_t K) {               \
-    for (int64_t j0 = 0; j0 < N; j0 += NB) {                                               \
-      int64_t jn = N - j0 < NB ? N - j0 : NB;                                              \
-      for (int64_t k0 = 0; k0 < K; k0 += KB) {                                             \
-        int64_t kn = K - k0 < KB ? K - k0 : KB;                                            \
-        int64_t i = 0;                                                                     \
-        for (; i + 4 <= M; i += 4) {                                                       \
-          T* restrict c0 = c + i * N + j0;                                                 \
-          T* restrict c1 = c0 + N;                                                         \
-          T* restrict c2 = c1 + N;                                                         \
-          T* restrict c3 = c2 + N;                                                         \
-          for (int64_t k = k0; k < k0 + kn; k++) {                                         \
-            const T* restrict bk = b + k * N + j0;                                         \
-            T a0 = a[i * K + k], a1 = a[(i + 1) * K + k], a2 = a[(i + 2) * K + k],         \
-              a3 = a[(i + 3) * K + k];                                                     \
-            for (int64_t j = 0; j < jn; j++) {                                             \
-              T x = bk[j];                                                                 \
-              c0[j] += a0 * x;                                                             \
-              c1[j] += a1 * x;                                                             \
-              c2[j] += a2 * x;                                                             \
-              c3[j] += a3 * x;                                                             \
+enum { KC = 256, MC = 128, NC = 512 };
+
+/* The micro-kernel: tile c (row stride ldc) += ap (kc x MR, k-major) times bp (kc x NR). */
+#define GEMM_VARIANT(T, NAME, ATTR, MR, NR)                                                \
+  ATTR static void NAME##_kernel(int64_t kc, const T* restrict ap, const T* restrict bp,    \
+                                 T* restrict c, int64_t ldc) {                              \
+    T acc[MR][NR];                                                                         \
+    for (int i = 0; i < MR; i++)                                                           \
+      for (int j = 0; j < NR; j++) acc[i][j] = c[i * ldc + j];                             \
+    for (int64_t k = 0; k < kc; k++)                                                       \
+      for (int i = 0; i < MR; i++) {                                                       \
+        T x = ap[k * MR + i];                                                              \
+        for (int j = 0; j < NR; j++) acc[i][j] += x * bp[k * NR + j];                      \
+      }                                                                                    \
+    for (int i = 0; i < MR; i++)                                                           \
+      for (int j = 0; j < NR; j++) c[i * ldc + j] = acc[i][j];                             \
+  }                                                                                        \
+  ATTR static void NAME(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs, \
+                        int64_t bcs, T* c, int64_t M, int64_t N, int64_t K, T* ap, T* bp) { \
+    for (int64_t j0 = 0; j0 < N; j0 += NC) {                                               \
+      int64_t nc = N - j0 < NC ? N - j0 : NC;                                              \
+      for (int64_t k0 = 0; k0 < K; k0 += KC) {                                             \
+        int64_t kc = K - k0 < KC ? K - k0 : KC;                                            \
+        for (int64_t jr = 0; jr < nc; jr += NR)                                            \
+          for (int64_t k = 0; k < kc; k++)                                                 \
+            for (int j = 0; j < NR; j++)                                                   \
+              bp[jr * kc + k * NR + j] =                                                   \
+                  jr + j < nc ? LD(T, b, (k0 + k) * brs + (j0 + jr + j) * bcs) : (T)0;     \
+        for (int64_t i0 = 0; i0 < M; i0 += MC) {                                           \
+          int64_t mc = M - i0 < MC ? M - i0 : MC;                                          \
+          for (int64_t ir = 0; ir < mc; ir += MR)                                          \
+            for (int64_t k = 0; k < kc; k++)                                               \
+              for (int i = 0; i < MR; i++)                                                 \
+                ap[ir * kc + k * MR + i] =                                                 \
+                    ir + i < mc ? LD(T, a, (i0 + ir + i) * ars + (k0 + k) * acs) : (T)0;   \
+          for (int64_t jr = 0; jr < nc; jr += NR)                                          \
+            for (int64_t ir = 0; ir < mc; ir += MR) {                                      \
+              T* cij = c + (i0 + ir) * N + j0 + jr;                                        \
+              if (ir + MR <= mc && jr + NR <= nc) {                                        \
+                NAME##_kernel(kc, ap + ir * kc, bp + jr * kc, cij, N);                     \
+                continue;                                                                  \
+              }                                                                            \
+              /* an edge tile: through a full-size copy, its padding computed and dropped */ \
+              T tile[MR * NR];                                                             \
+              int64_t mr = mc - ir < MR ? mc - ir : MR, nr = nc - jr < NR ? nc - jr : NR;  \
+              for (int i = 0; i < MR; i++)                                                 \
+                for (int j = 0; j < NR; j++)                                               \
+                  tile[i * NR + j] = i < mr && j < nr ? cij[i * N + j] : (T)0;             \
+              NAME##_kernel(kc, ap + ir * kc, bp + jr * kc, tile, NR);                     \
+              for (int i = 0; i < mr; i++)                                                 \
+                for (int j = 0; j < nr; j++) cij[i * N + j] = tile[i * NR + j];            \
             }                                                                              \
-          }                                                                                \
-        }                                                                                  \
-        for (; i < M; i++) {                                                               \
-          T* restrict ci = c + i * N + j0;                                                 \
-          for (int64_t k = k0; k < k0 + kn; k++) {                                         \
-            const T* restrict bk = b + k * N + j0;                                         \
-            T x = a[i * K + k];                                                            \
-            for (int64_t j = 0; j < jn; j++) ci[j] += x * bk[j];                           \
-          }                                                                                \
         }                                                                                  \
       }                                                                                    \
     }                                                                                      \
   }
 
-MATMUL_BLOCKED(float, rt_matmul_f32)
-MATMUL_BLOCKED(double, rt_matmul_f64)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_X86_VARIANTS 1
+#define ATTR_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
+#define ATTR_AVX2 __attribute__((target("avx2,fma")))
+GEMM_VARIANT(float, gemm_f32_avx512, ATTR_AVX512, 8, 32)
+GEMM_VARIANT(float, gemm_f32_avx2, ATTR_AVX2, 4, 32)
+GEMM_VARIANT(double, gemm_f64_avx512, ATTR_AVX512, 8, 16)
+GEMM_VARIANT(double, gemm_f64_avx2, ATTR_AVX2, 4, 16)
+#endif
+GEMM_VARIANT(float, gemm_f32_base, , 4, 8)
+GEMM_VARIANT(double, gemm_f64_base, , 4, 4)
+
+/* The widest tile of all variants, for the panel buffers. */
+enum { MR_MAX = 8, NR_MAX = 32 };
+
+typedef enum { ISA_BASE, ISA_AVX2, ISA_AVX512 } isa;
+
+static isa detect_isa(void) {
+  isa best = ISA_BASE;
+#ifdef HAVE_X86_VARIANTS
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
+    best = ISA_AVX512;
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    best = ISA_AVX2;
+#endif
+  /* DUMPREF_PJRT_ISA=base|avx2 caps the choice, so the tests can run every variant on one
+   * machine and check they agree bit for bit */
+  const char* cap = getenv("DUMPREF_PJRT_ISA");
+  if (cap != NULL && strcmp(cap, "base") == 0) best = ISA_BASE;
+  if (cap != NULL && strcmp(cap, "avx2") == 0 && best > ISA_AVX2) best = ISA_AVX2;
+  return best;
+}
+
+static isa cpu_isa(void) {
+  static int cached = -1;  /* detection is idempotent: a race only repeats it */
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v < 0) {
+    v = (int)detect_isa();
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  return (isa)v;
+}
+
+#define MATMUL_ENTRY(T, SUF)                                                               \
+  int rt_matmul_##SUF(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs,  \
+                      int64_t bcs, T* c, int64_t M, int64_t N, int64_t K) {                 \
+    if (M <= 0 || N <= 0 || K <= 0) return 0;                                              \
+    T* ap = malloc(sizeof(T) * (size_t)(MC + MR_MAX) * KC);                                \
+    T* bp = malloc(sizeof(T) * (size_t)(NC + NR_MAX) * KC);                                \
+    if (ap == NULL || bp == NULL) { free(ap); free(bp); return -1; }                       \
+    switch (cpu_isa()) {                                                                   \
+      VARIANT_CASES_##SUF                                                                  \
+      default: gemm_##SUF##_base(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break;     \
+    }                                                                                      \
+    free(ap);                                                                              \
+    free(bp);                                                                              \
+    return 0;                                                                              \
+  }
+
+#ifdef HAVE_X86_VARIANTS
+#define VARIANT_CASES(SUF)                                                                 \
+  case ISA_AVX512: gemm_##SUF##_avx512(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break; \
+  case ISA_AVX2: gemm_##SUF##_avx2(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break;
+#else
+#define VARIANT_CASES(SUF)
+#endif
+#define VARIANT_CASES_f32 VARIANT_CASES(f32)
+#define VARIANT_CASES_f64 VARIANT_CASES(f64)
+
+MATMUL_ENTRY(float, f32)
+MATMUL_ENTRY(double, f64)
