@@ -171,10 +171,14 @@ WORDS = (
     "rounding)' in those tables means; where it is a table's only cause, the table is folded.")
 
 
-def _rules(evidence, *keys: str) -> None:
-    """The rules of passes.DEFINITIONS that a claim's numbers rest on, as the code states them."""
-    for key in keys:
-        evidence.note(f"Rule ({key}): {DEFINITIONS[key]}")
+def _rules(evidence, *keys: str, words: dict | None = None) -> None:
+    """The rules of passes.DEFINITIONS that a claim's numbers rest on, as the code states them,
+    in one folded table (a rule is said once, where a claim first uses it), after ``words``
+    (name -> text) that the rules use."""
+    rows = [{"rule": k, "what it says": v} for k, v in (words or {}).items()]
+    rows += [{"rule": f"Rule ({key})", "what it says": DEFINITIONS[key]} for key in keys]
+    evidence.table(f"the rules these counts follow: {', '.join(list(words or ()) + list(keys))} "
+                   "(passes.DEFINITIONS, as the code states them)", rows, fold=True)
 
 
 EXCERPT_MARKS = (
@@ -192,9 +196,30 @@ EXCERPT_MARKS = (
     "same in every run.")
 
 
+# What the evidence hash of a dump is a hash of, said once for every claim that records one.
+MANIFEST_NOTE = (
+    "A dump is kept as evidence by its dumpref-manifest.txt (Dump.write_manifest, listed in the "
+    "first claim): two comment lines, then one line per *.txt file of the module, in name order: "
+    "the sha256 (hex) of the file's text, UTF-8, with metadata={...} and the source-location sections "
+    "removed (strip_source_info), two spaces, and the file's name without its module_NNNN. prefix "
+    "(a process counter in a pass name shown as -N). The sha256 shown for the evidence is of the "
+    "manifest file itself.")
+
+
 def _record_dump(evidence, d: Dump) -> None:
     evidence.file("XLA dump of transformer_block, every pass (manifest)", d.folder / "dumpref-manifest.txt")
+    evidence.note(MANIFEST_NOTE)
     evidence.observe(backend=d.backend, params=d.params, options=d.options)
+
+
+def manifest_listing() -> str:
+    """How a manifest is written, as it ran: Dump.write_manifest and what it calls."""
+    from pytest_dumpref.xla import dump
+    from pytest_dumpref.xla.standalone import listing
+    return (listing({"dump": ["strip_source_info", "stable_file_name", "_HASHED_SUFFIXES", "read_text",
+                              "MANIFEST"]}, order=("dump",))
+            + "\n\n# a method of class Dump (self.folder: the dump folder; self.files.id: the NNNN of its module)\n"
+            + inspect.getsource(dump.Dump.write_manifest))
 
 
 def _mib(n: int) -> str:
@@ -262,8 +287,8 @@ def _pass_evidence(evidence, study: Study, rank: int, name: str, what: str) -> P
     evidence.note(what)
     fb, fa = ch.figures_before, ch.figures_after
     before, after = ch.excerpt(max_lines=8)
-    evidence.excerpt(f"before {name} ({stable_name(ch.before.path)})", before, lang="hlo")
-    evidence.excerpt(f"after {name} ({stable_name(ch.after.path)})", after, lang="hlo")
+    evidence.excerpt(f"before {name} ({stable_name(ch.before.path)})", before, lang="hlo", fold=True)
+    evidence.excerpt(f"after {name} ({stable_name(ch.after.path)})", after, lang="hlo", fold=True)
     evidence.number("step", ch.step)
     evidence.number("score", round(ch.score, 6))
     evidence.number("kernels before", fb.kernel_count)
@@ -285,7 +310,7 @@ def _pass_evidence(evidence, study: Study, rank: int, name: str, what: str) -> P
         rows.append({"kernel output shape": shape, "removed": rc, "added": ac,
                      "bytes read (removed - added)": rr - ar, "bytes written (removed - added)": rw - aw})
     evidence.table(f"kernels {name} removed and added, by output shape (kernels matched by "
-                   f"name, shape and bytes, as stated under the ranking)", rows)
+                   f"name, shape and bytes, as stated under the ranking)", rows, fold=True)
     assert fb.bytes_read - fa.bytes_read == sum(r["bytes read (removed - added)"] for r in rows)
     assert fb.bytes_written - fa.bytes_written == sum(r["bytes written (removed - added)"] for r in rows)
     _xla_agrees(evidence, (f"before {name}", ch.before), (f"after {name}", ch.after))
@@ -308,18 +333,18 @@ def _count(module, opcode: str) -> int:
 def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     d = study.dump
     _record_dump(evidence, d)
-    evidence.note(WORDS)
-    evidence.note(EXCERPT_MARKS)
     evidence.excerpt("block.py, the program compiled: x f32[4,128,256] -> transformer_block(x, params, "
                      "n_heads=4), the functions it calls, and the maker of its parameters "
                      "(pytest_dumpref/examples.py, read with inspect.getsource by this claim)",
-                     program_source(), lang="python")
+                     program_source(), lang="python", fold=True)
     # The same dump without this tool: the recipe, run here, must write the same files.
     recipe = run_recipe(tmp_path)
     ours = _manifest_entries(d.folder / MANIFEST)
     theirs = _manifest_entries(recipe.write_manifest())
     evidence.excerpt("the same every-pass dump with plain jax: save the listing headed block.py above "
                      "as block.py, then run (this claim runs exactly this, in a fresh folder)", RECIPE, lang="bash")
+    evidence.excerpt("how dumpref-manifest.txt is written (pytest_dumpref/xla/dump.py, as it ran)",
+                     manifest_listing(), lang="python", fold=True)
     evidence.number("pass snapshots the plain-jax recipe wrote", len(recipe.snapshots))
     evidence.number("dump files of the recipe identical to the tool's (sha256 without metadata "
                     "and source locations)", sum(theirs.get(k) == v for k, v in ours.items()))
@@ -338,7 +363,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
         f"{sorted(set(ours.items()) ^ set(theirs.items()))[:6]}")
 
     # Which steps changed the program, by the rule stated.
-    _rules(evidence, "states", "changed")
+    _rules(evidence, "states", "changed", words={"words": WORDS, "excerpt marks": EXCERPT_MARKS})
     first, last = study.changes[0], study.changes[-1]
     reasons = Counter(why for _, why in study.skipped)
     evidence.number("pass snapshots written", len(d.snapshots))
@@ -351,7 +376,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     assert len(study.changes) + len(study.skipped) == len(d.snapshots) + 1
     evidence.table("the steps that did not change the program, and why", [
         {"step": "-" if st.step is None else st.step, "after": st.pass_name, "why not": why}
-        for st, why in study.skipped])
+        for st, why in study.skipped], fold=True)
 
     # Kernels and bytes, by the rules stated; the two rules a recount most easily gets wrong
     # are shown on the traced program itself.
@@ -371,7 +396,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     evidence.number("of them bitcasts by the TransposeIsBitcast test, so not kernels", len(relabels))
     evidence.excerpt("the traced program's transposes (entry computation of "
                      f"{stable_name(d.files.before_optimizations)})",
-                     "\n".join(show_line(i) for i in transposes), lang="hlo")
+                     "\n".join(show_line(i) for i in transposes), lang="hlo", fold=True)
     assert not kernel_names & {i.name for i in relabels}
     assert {i.name for i in transposes} - {i.name for i in relabels} <= kernel_names
     repeated = [i for i in traced.entry.instructions
@@ -380,7 +405,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
                 for i in repeated for n, o in enumerate(i.operands) if o in i.operands[:n])
     evidence.excerpt("the traced program's kernels that name an operand twice (jnp.square in "
                      "each layer norm, x ** 3 in the GELU): each slot is read",
-                     "\n".join(show_line(i) for i in repeated), lang="hlo")
+                     "\n".join(show_line(i) for i in repeated), lang="hlo", fold=True)
     evidence.number("bytes read traced through a repeated operand's second slot", again, unit="B")
     kernel_read = {k[0]: k[2] for k in fb.kernels}
     assert repeated and all(kernel_read[i.name] == sum(traced.entry.instruction(o).shape.byte_size
@@ -412,7 +437,7 @@ def _cost_listing(evidence, study: Study, recipe_folder: Path, recorded: dict) -
     (recipe_folder / "xla_cost.py").write_text(XLA_COST_LISTING)
     evidence.excerpt("XLA's cost analysis of any dump file with plain jax: save as xla_cost.py "
                      "beside block.py (jax's public Compiled.cost_analysis() only reaches the "
-                     "traced and optimized ends)", XLA_COST_LISTING, lang="python")
+                     "traced and optimized ends)", XLA_COST_LISTING, lang="python", fold=True)
     evidence.excerpt("then run (this claim runs exactly this in the recipe's folder)",
                      COST_COMMAND, lang="bash")
     done = subprocess.run(["bash", "-c", COST_COMMAND], cwd=recipe_folder, env=_plain_env(),
@@ -433,7 +458,7 @@ def _cost_listing(evidence, study: Study, recipe_folder: Path, recorded: dict) -
                     "tool's XLA figures", len(listed))
     evidence.table("XLA's cost analysis of every HLO file of the dump, as the listing prints it", [
         {"file": name, "bytes accessed": listed[name][0], "flops": listed[name][1]}
-        for name in sorted(listed)])
+        for name in sorted(listed)], fold=True)
 
 
 @pytest.mark.claim(
@@ -467,7 +492,7 @@ def test_02_the_ten_passes_that_changed_it_most(study, evidence):
          "kernels": f"{c.figures_before.kernel_count} -> {c.figures_after.kernel_count}",
          "bytes read": f"{c.figures_before.bytes_read:,} -> {c.figures_after.bytes_read:,}",
          "bytes written": f"{c.figures_before.bytes_written:,} -> {c.figures_after.bytes_written:,}"}
-        for n, c in enumerate(study.top, start=1)])
+        for n, c in enumerate(study.top, start=1)], fold=True)
     evidence.note("+instr, -instr, ~instr: instructions added, removed and rewritten; the "
                   "score's instructions changed are their sum.")
     assert [c.pass_name for c in study.top] == EXPECTED_TOP10
@@ -507,19 +532,19 @@ def test_03_rank1_fusion(study, evidence):
     # what remains of the MLP's wide activations: one loop kernel writing f32[512,1024]
     wide = [k for k in ch.figures_after.kernels if k[3] == big_bytes]
     evidence.table("kernels of the optimized-by-fusion program that write 2 MiB", [
-        {"kernel": k[0], "shape": k[1], "bytes written": k[3]} for k in wide])
+        {"kernel": k[0], "shape": k[1], "bytes written": k[3]} for k in wide], fold=True)
     loops = [k for k in wide if "fusion" in k[0] and not k[0].startswith("ynn")]
     assert len(loops) == 1, wide
     chain = [i for i in ch.before.module.entry.instructions
              if str(i.shape).startswith(big) and i.opcode not in ("parameter", "bitcast")]
     evidence.excerpt(f"the {big} kernels before fusion (entry computation of "
                      f"{stable_name(ch.before.path)}, in order)",
-                     "\n".join(show_line(i) for i in chain), lang="hlo")
+                     "\n".join(show_line(i) for i in chain), lang="hlo", fold=True)
     gelu = ch.after.module.entry.instruction(loops[0][0])
     body = ch.after.module.computations[gelu.called[0]]
     evidence.excerpt(f"after fusion: the one loop kernel with a {big}-sized result (bias add and GELU), and its fused computation",
                      "\n".join([show_line(gelu), body.header] + [show_line(i) for i in body.instructions] + ["}"]),
-                     lang="hlo")
+                     lang="hlo", fold=True)
     assert len(chain) == n_removed
     assert {"tanh", "multiply", "add"} <= {i.opcode for i in body.instructions}
     assert ch.figures_after.bytes_written < ch.figures_before.bytes_written / 3
@@ -540,7 +565,7 @@ def test_04_rank2_algsimp(study, evidence):
                         "identity permutation -> x, and so on, to a fixed point.")
     removed = Counter(i.opcode for i in ch.removed)
     evidence.table("instructions algsimp removed, by opcode",
-                   [["opcode", "removed"]] + sorted(removed.items()))
+                   [["opcode", "removed"]] + sorted(removed.items()), fold=True)
     a, b = ch.before.module, ch.after.module
     evidence.number("divides before", _count(a, "divide"))
     evidence.number("divides after", _count(b, "divide"))
@@ -575,7 +600,7 @@ def test_05_rank3_dot_decomposer(study, evidence):
     old = [i for i in ch.removed if i.opcode == "dot"]
     new = [i for i in ch.added if i.opcode == "dot"]
     evidence.table("dots before and after", [{"before": f"{a.name} = {a.shape}", "after": f"{b.name} = {b.shape}"}
-                                             for a, b in zip(old, new)])
+                                             for a, b in zip(old, new)], fold=True)
     assert len(old) == len(new) == 6
     assert all(len(i.shape.dims) == 3 and i.shape.dims[:2] == (B, S) for i in old)
     assert all(len(i.shape.dims) == 2 and i.shape.dims[0] == B * S for i in new)
@@ -618,7 +643,7 @@ def test_07_rank5_dot_library_rewriter(study, evidence):
                         "runs with YNNPACK.")
     removed = Counter(i.opcode for i in ch.removed)
     evidence.table("instructions outlined into library fusions, by opcode",
-                   [["opcode", "outlined"]] + sorted(removed.items()))
+                   [["opcode", "outlined"]] + sorted(removed.items()), fold=True)
     assert ch.added and all(i.opcode == "fusion" and i.fusion_kind == "kCustom"
                             and "__ynn_fusion" in i.attrs.get("backend_config", "") for i in ch.added)
     assert removed["dot"] == 8 and removed["reduce"] >= 4 and removed["exponential"] == 1
@@ -656,9 +681,9 @@ def test_09_rank7_call_inliner(study, evidence):
                         "call-inliner (CallInliner) replaces each call instruction by the body of "
                         "the computation it calls.")
     calls = [i for i in ch.removed if i.opcode == "call"]
-    evidence.excerpt("the calls it removed", "\n".join(show_line(i) for i in calls), lang="hlo")
+    evidence.excerpt("the calls it removed", "\n".join(show_line(i) for i in calls), lang="hlo", fold=True)
     callees = sorted(c for i in calls for c in i.called)
-    evidence.table("computations inlined", [["computation"]] + [[c] for c in callees])
+    evidence.table("computations inlined", [["computation"]] + [[c] for c in callees], fold=True)
     assert len(calls) == 2
     assert any("tril" in c for c in callees) and any("where" in c for c in callees)
     assert _count(ch.after.module, "call") == 0
@@ -677,7 +702,7 @@ def test_10_rank8_cse(study, evidence):
                         "cse (HloCSE) replaces an instruction by an identical one (same opcode, "
                         "operands and attributes) computed earlier.")
     subs = [i for i in ch.removed if i.opcode == "subtract"]
-    evidence.excerpt("subtracts removed", "\n".join(show_line(i) for i in subs), lang="hlo")
+    evidence.excerpt("subtracts removed", "\n".join(show_line(i) for i in subs), lang="hlo", fold=True)
     assert not ch.added and not ch.kernels_added
     assert len(subs) == 2 and all(i.shape.dims == (B, S, D) for i in subs)
     # "and its broadcast, twice": the mean broadcast back over f32[4,128,256], once per layer norm
@@ -693,7 +718,7 @@ def test_10_rank8_cse(study, evidence):
     evidence.number("of them users whose operand now names the surviving copy", len(repointed))
     evidence.excerpt("users cse pointed at the surviving copies ('-' before, '+' after; counted "
                      "as renamed)", "\n".join(f"- {show_line(a).strip()}\n+ {show_line(b).strip()}"
-                                               for a, b in repointed), lang="hlo")
+                                               for a, b in repointed), lang="hlo", fold=True)
     assert repointed and all(set(a.operands) - set(b.operands) <= gone for a, b in repointed)
 
 
@@ -724,7 +749,7 @@ def test_12_rank10_layout_assignment(study, evidence):
                         "array, constrained by what each kernel needs, and inserts copies where a "
                         "producer's layout differs from what its consumer requires.")
     copies = [i for i in ch.added if i.opcode == "copy"]
-    evidence.excerpt("copies inserted", "\n".join(show_line(i) for i in copies), lang="hlo")
+    evidence.excerpt("copies inserted", "\n".join(show_line(i) for i in copies), lang="hlo", fold=True)
     head = B * H * S * HD * F32
     evidence.note(f"f32[{B},{H},{S},{HD}] = {B}*{H}*{S}*{HD} floats * 4 B = {head // 1024} KiB")
     assert len(copies) == 4 and all(i.shape.byte_size == head for i in copies)
@@ -764,13 +789,13 @@ def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
                    "that reuse some of those bytes (never live at the same time)", [
         {"value": v.name, "shape": v.shape, "bytes": f"[{v.offset:,}, {v.offset + v.size:,})",
          "shares bytes with": ", ".join(o.name for o in layout if overlaps(v, o)) or "(none)"}
-        for v in layout])
+        for v in layout], fold=True)
     assert sum(1 for v in layout if any(overlaps(v, o) for o in layout)) >= 2
     assert total > 2 * temp.size
     assert max(v.offset + v.size for v in temp.values) == temp.size
     outputs = [a for a in allocations if "maybe-live-out" in a.kinds]
     evidence.table("values placed in the output allocation", [
-        {"allocation": a.index, "value": v.name, "shape": v.shape} for a in outputs for v in a.values])
+        {"allocation": a.index, "value": v.name, "shape": v.shape} for a in outputs for v in a.values], fold=True)
     assert outputs and max(len(a.values) for a in outputs) > 1
     # each value's size is its shape's
     from pytest_dumpref.xla.hlo import parse_shape
@@ -782,7 +807,7 @@ def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
     "Across the pass sequence, bytes read and written rise where passes canonicalise (matmuls "
     "decomposed, layouts fixed by copies) and fall where they simplify; the single largest fall "
     "is fusion's.", title="Bytes across the pass sequence", section="passes",
-    finding="the largest fall in bytes accessed, {largest fall in bytes accessed}, is one pass's")
+    finding="the largest fall in bytes accessed (spill-style), {largest fall in bytes accessed, spill-style}, is one pass's")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_14_bytes_across_the_pass_sequence(study, evidence, tmp_path):
     _record_dump(evidence, study.dump)
@@ -808,11 +833,11 @@ def test_14_bytes_across_the_pass_sequence(study, evidence, tmp_path):
     evidence.figure("bytes read and written across the pass sequence (drawn with matplotlib)", out)
     evidence.table("bytes after each pass that changed the program", [
         {"state": lab, "bytes read": f.bytes_read, "bytes written": f.bytes_written}
-        for lab, f in points])
+        for lab, f in points], fold=True)
     drops = [(c.figures_before.bytes_accessed - c.figures_after.bytes_accessed, c.pass_name)
              for c in study.changes]
     biggest = max(drops)
-    evidence.number("largest fall in bytes accessed", biggest[0], unit="B")
+    evidence.number("largest fall in bytes accessed, spill-style", biggest[0], unit="B")
     assert biggest[1] == "fusion"
     rises = {name for delta, name in drops if delta < 0}
     assert {"dot_decomposer", "layout-assignment"} <= rises
