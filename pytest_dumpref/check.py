@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from . import measured
+from . import kinds, measured
 from .writeup import MACHINE, Line
 
 MAX_REPORTED = 40
@@ -295,53 +295,20 @@ def _pair(file_lines, fresh, i1, i2, j1, j2):
 
 # -- the data block ------------------------------------------------------------------------
 
-def _same(written, now, tolerance: float | None) -> bool:
-    if isinstance(written, bool) or isinstance(now, bool) or tolerance is None:
-        if isinstance(written, float) or isinstance(now, float):
-            # exact, up to the last bits of float summation order
-            return math.isclose(written, now, rel_tol=1e-12, abs_tol=0.0)
-        return written == now
-    return written == now or abs(now - written) <= tolerance * abs(written)
-
-
 def compare_values(nodeid: str, written: dict, record: dict,
                    rule: measured.Rule = measured.Rule()) -> list[tuple[str, str]]:
-    """(what, problem) for the full-precision numbers and hashes of one claim in both runs
-    (an inconclusive measured value is left to the visible comparison, which reports it)."""
+    """(what, problem) for what the visible lines cannot show of one claim in both runs, each
+    kind comparing its own items (numbers at full precision, files by hash; an inconclusive
+    measured value is left to the visible comparison, which reports it).  ``what`` is the
+    item's label, ``number 'time'``."""
     problems = []
-    numbers = {i["name"]: i for i in record["evidence"] if i["kind"] == "number"}
-    for w in (i for i in written["evidence"] if i["kind"] == "number"):
-        n = numbers.get(w["name"])
-        if n is None:
-            continue  # the visible comparison names a number that is gone
-        unit = f" {w['unit']}" if w.get("unit") else ""
-        if w.get("bound") is not None or n.get("bound") is not None:
-            op, limit = w.get("bound") or n.get("bound")
-            for who, item in (("write-up", w), ("this run", n)):
-                if not measured.within_bound(item["value"], op, limit):
-                    problems.append((f"number {w['name']!r}", f"number {w['name']!r}: the {who}'s "
-                                     f"{item['value']!r}{unit} is not {op} {limit!r}, its bound"))
+    for name, kind in kinds.KINDS.items():
+        w = [i for i in written["evidence"] if i["kind"] == name]
+        if not w:
             continue
-        if w.get("noise") is not None and n.get("noise") is not None:
-            verdict = measured.judge(w["value"], w["noise"], n["value"], n["noise"], rule)
-            if verdict.outcome == measured.INCOMPATIBLE:
-                problems.append((f"number {w['name']!r}",
-                                 f"number {w['name']!r} does not reproduce: write-up says {w['value']!r} ± "
-                                 f"{w['noise']!r}{unit}, this run measured {n['value']!r} ± {n['noise']!r}{unit}"))
-            continue
-        tol = w.get("effective_tolerance")
-        if not _same(w["value"], n["value"], tol):
-            bound = "exactly" if tol is None else f"within ±{tol:.0%}"
-            unit = f" {w['unit']}" if w.get("unit") else ""
-            problems.append((f"number {w['name']!r}",
-                             f"number {w['name']!r} does not reproduce: write-up says {w['value']!r}{unit}, "
-                             f"this run measured {n['value']!r}{unit} (must match {bound})"))
-    files = {i["title"]: i["sha256"] for i in record["evidence"] if i["kind"] == "file"}
-    for w in (i for i in written["evidence"] if i["kind"] == "file"):
-        now = files.get(w["title"])
-        if now is not None and now != w["sha256"]:
-            problems.append((f"file {w['title']!r}",
-                             f"file {w['title']!r} changed: sha256 {w['sha256']} in the write-up, {now} now"))
+        now = [i for i in record["evidence"] if i["kind"] == name]
+        problems += [(kind.label({kind.key: item} if kind.key else {}), problem)
+                     for item, problem in kind.compare(w, now, rule)]
     return problems
 
 

@@ -7,58 +7,27 @@ model, the PJRT builder) records into the same :class:`Evidence`, which is how
 """
 from __future__ import annotations
 
-import hashlib
-import math
-import numbers
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable
 
-from .measured import parse_bound, within_bound
+from . import kinds
+from .kinds import BOUNDED, MEASURED, VARIES, ClaimError, UnknownKind, cell_value, sha256_of, sha256_of_tree
+
+__all__ = ["ClaimError", "UnknownKind", "sha256_of", "sha256_of_tree", "Evidence", "ClaimRecord",
+           "Provenance", "measured", "varies", "bounded", "finding_names", "normalize_dtype"]
 
 REQUIRED_PROVENANCE = ("dtype", "shapes", "method")
-
-
-class ClaimError(Exception):
-    """A claim broke the contract (missing evidence, bad provenance, wrong chip)."""
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def sha256_of_tree(root: Path) -> str:
-    """One hash for a folder: names and contents of every file, in sorted order."""
-    h = hashlib.sha256()
-    for p in sorted(q for q in Path(root).rglob("*") if q.is_file()):
-        h.update(str(p.relative_to(root)).encode() + b"\0")
-        h.update(sha256_of(p).encode() + b"\n")
-    return h.hexdigest()
-
-
-def _plain(value: Any) -> Any:
-    """Numbers as JSON-friendly Python scalars (numpy scalars, jax scalars)."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if hasattr(value, "item"):
-        return _plain(value.item())
-    raise TypeError(f"evidence.number needs a real number, got {type(value).__name__}: {value!r}")
 
 
 class Evidence:
     """What backs one claim.  Items keep the order they were recorded in.
 
-    Every item is a plain dict (JSON-serialisable) so records travel from xdist
-    workers to the controller and into the write-up's data block unchanged.
+    Every item is a plain dict (JSON-serialisable) so records travel from xdist workers to the
+    controller and into the write-up's data unchanged.  ``evidence.<kind>(...)`` records an item
+    of any kind registered in :mod:`pytest_dumpref.kinds` (``number``, ``excerpt``, ``table``,
+    ``file``, ``figure``, ``note`` and a project's own); the kind's ``record`` documents its
+    arguments (``help(kinds.KINDS["table"].record)``).
     """
 
     def __init__(self) -> None:
@@ -66,85 +35,29 @@ class Evidence:
         # What the evidence itself says it was measured on; checked against the
         # declared provenance.  Filled by observe().
         self.observed: dict[str, Any] = {}
+        self.claim: str | None = None   # the node id of the claim it backs, for messages
 
-    # -- the five kinds a claim records ------------------------------------------------
-    def number(self, name: str, value, *, unit: str | None = None,
-               tolerance: float | None = None, noise: float | None = None, bound=None) -> None:
-        """A number the write-up states, compared by ``--dumpref-check`` in one of four ways:
-
-        - ``noise=``: a measured value and its standard uncertainty (one sigma, in ``unit``) as
-          this run estimated it from its own data (its rounds' spread, an A/A control); a re-run
-          is judged by both runs' noise (see :mod:`pytest_dumpref.measured`);
-        - ``bound=``: a figure the claim asserts under or over a limit, ``("<=", 1e-5)`` or
-          ``{"max": 1e-5}``; checked against the limit, not against the last run's value;
-        - ``tolerance=``: relative (0.1 = 10 %), declared by hand;
-        - none of these: exact, unless ``[tool.dumpref] default_tolerances`` names the unit."""
-        v = _plain(value)
-        what = f"evidence.number {name!r}"
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ClaimError(f"{what} is not finite: {v}")
-        if tolerance is not None and (not isinstance(tolerance, (int, float)) or tolerance < 0):
-            raise ClaimError(f"{what}: tolerance must be a relative number >= 0, got {tolerance!r}")
-        if sum(x is not None for x in (tolerance, noise, bound)) > 1:
-            raise ClaimError(f"{what}: give one of tolerance=, noise= and bound=")
-        item = {"kind": "number", "name": name, "value": v, "unit": unit, "tolerance": tolerance}
-        if noise is not None:
-            item["noise"] = _noise(what, noise)
-        if bound is not None:
-            item["bound"] = _bound(what, v, bound)
-        self._check_new_name("number", name)
+    def record(self, kind: str, *args: Any, **kwargs: Any) -> None:
+        """Record an item of the kind named ``kind`` (what ``evidence.<kind>(...)`` calls)."""
+        k = kinds.lookup(kind, self.claim)
+        item = kinds.make_item(k, self.claim, args, kwargs)
+        if k.unique:
+            name = item.get(k.key) if k.key else None
+            if any(i["kind"] == k.name and i.get(k.key) == name for i in self.items):
+                raise ClaimError(f"evidence.{k.name} {name!r} recorded twice: names must be unique within a claim")
         self.items.append(item)
 
-    def excerpt(self, title: str, text: str, *, lang: str | None = None, fold: bool | None = None) -> None:
-        """Lines copied from a file the claim names.  ``fold``: True folds it into <details>,
-        False keeps it in view; None (the default) folds a long one."""
-        item = {"kind": "excerpt", "title": title, "text": str(text), "lang": lang}
-        if fold is not None:
-            item["fold"] = bool(fold)
-        self.items.append(item)
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        # only for names Evidence does not have: evidence.number, evidence.table, a project's kind
+        if name.startswith("_"):
+            raise AttributeError(name)
+        kind = kinds.lookup(name, self.__dict__.get("claim"))
 
-    def table(self, title: str, rows: Iterable, *, tolerances: dict | None = None,
-              fold: bool | None = None) -> None:
-        """``rows``: dicts with the same keys, or lists whose first row is the header.
-
-        ``tolerances`` names the columns that are measured (timings, counts that move between
-        runs) and how closely a re-run must agree: ``{"us/call": 0.5}`` is relative (0.5 = 50 %),
-        ``{"A/A difference": {"abs": 20}}`` absolute.  Every other cell is compared exactly by
-        ``--dumpref-check``.  ``fold`` as for :meth:`excerpt`."""
-        header, cells = _table(f"evidence.table {title!r}", rows)
-        item = {"kind": "table", "title": title, "header": header, "rows": cells,
-                "tolerances": _column_tolerances(f"evidence.table {title!r}", header, tolerances)}
-        if fold is not None:
-            item["fold"] = bool(fold)
-        self.items.append(item)
-
-    def file(self, title: str, path) -> None:
-        """A file or folder the claim rests on, by hash (compared exactly by --dumpref-check)."""
-        p = Path(path)
-        if not p.exists():
-            raise ClaimError(f"evidence.file {title!r}: {p} does not exist")
-        digest = sha256_of_tree(p) if p.is_dir() else sha256_of(p)
-        self._check_new_name("file", title)
-        self.items.append({"kind": "file", "title": title, "path": str(p), "sha256": digest,
-                           "is_dir": p.is_dir()})
-
-    def figure(self, title: str, path, *, data: Iterable | None = None,
-               tolerances: dict | None = None) -> None:
-        """An image; copied beside the write-up.  Its pixels are not compared by the check
-        (another matplotlib draws other pixels); the numbers it plots are, when given as
-        ``data`` (rows as for :meth:`table`, with the same ``tolerances``)."""
-        p = Path(path)
-        if not p.is_file():
-            raise ClaimError(f"evidence.figure {title!r}: {p} is not a file")
-        what = f"evidence.figure {title!r}"
-        header, cells = _table(what, data) if data is not None else ([], [])
-        self.items.append({"kind": "figure", "title": title, "path": str(p), "suffix": p.suffix,
-                           "sha256": sha256_of(p), "header": header, "rows": cells,
-                           "tolerances": _column_tolerances(what, header, tolerances)})
-
-    def note(self, text: str) -> None:
-        """A sentence of explanation rendered under the claim (not a claim of its own)."""
-        self.items.append({"kind": "note", "text": str(text)})
+        def record(*args: Any, **kwargs: Any) -> None:
+            self.record(name, *args, **kwargs)
+        record.__doc__ = kind.record.__doc__
+        record.__name__ = name
+        return record
 
     # -- what the evidence says about where it came from -------------------------------
     def observe(self, *, backend: str | None = None, params: dict | None = None,
@@ -164,19 +77,14 @@ class Evidence:
             self.observed.setdefault("params", {}).update(
                 {str(k): (normalize_dtype(d), tuple(int(x) for x in s)) for k, (d, s) in params.items()})
         if options:
-            self.observed.setdefault("options", {}).update({str(k): _cell(v) for k, v in options.items()})
+            self.observed.setdefault("options", {}).update({str(k): cell_value(v) for k, v in options.items()})
         for k, v in extra.items():
-            self.observed[k] = _cell(v)
-
-    def _check_new_name(self, kind: str, name: str) -> None:
-        key = "name" if kind == "number" else "title"
-        if any(i["kind"] == kind and i[key] == name for i in self.items):
-            raise ClaimError(f"evidence.{kind} {name!r} recorded twice: names must be unique within a claim")
+            self.observed[k] = cell_value(v)
 
     @property
     def substantive(self) -> list[dict]:
         """Items that back a claim (a note alone backs nothing)."""
-        return [i for i in self.items if i["kind"] != "note"]
+        return [i for i in self.items if kinds.lookup(i["kind"], self.claim).substantive]
 
 
 FINDING_FIELD = re.compile(r"\{([^{}]+)\}")
@@ -187,88 +95,20 @@ def finding_names(finding: str) -> list[str]:
     return FINDING_FIELD.findall(finding)
 
 
-def measured(value, noise) -> dict:
+def measured(value: Any, noise: Any) -> dict:
     """A table cell that is a measured value with its noise (one sigma, the value's unit): the
     check judges it as it judges ``evidence.number(..., noise=)``."""
-    v = _plain(value)
-    if isinstance(v, float) and not math.isfinite(v):
-        raise ClaimError(f"measured: the value is not finite: {v}")
-    return {"value": v, "noise": _noise("measured", noise)}
+    return MEASURED.make(value, noise)
 
 
-def varies(value) -> dict:
+def varies(value: Any) -> dict:
     """A table cell shown and not compared (a count the run chose, such as a benchmark's rounds)."""
-    return {"value": _cell(value), "varies": True}
+    return VARIES.make(value)
 
 
-def bounded(value, bound) -> dict:
+def bounded(value: Any, bound: Any) -> dict:
     """A table cell that the claim asserts under or over a limit (see ``evidence.number``)."""
-    v = _plain(value)
-    return {"value": v, "bound": _bound("bounded", v, bound)}
-
-
-def _noise(what: str, noise) -> float:
-    try:
-        n = _plain(noise)
-    except TypeError:
-        n = None
-    if n is None or isinstance(n, bool) or not math.isfinite(n) or n < 0:
-        raise ClaimError(f"{what}: noise must be a finite number >= 0 (one sigma, in the value's unit), "
-                         f"got {noise!r}")
-    return float(n)
-
-
-def _bound(what: str, value, bound) -> list:
-    try:
-        op, limit = parse_bound(what, bound)
-    except ValueError as e:
-        raise ClaimError(str(e)) from None
-    if not within_bound(value, op, limit):
-        raise ClaimError(f"{what}: {value!r} is not {op} {limit!r}, the bound it is recorded with "
-                         "(assert the bound in the claim; a bound the value breaks is not evidence)")
-    return [op, limit]
-
-
-def _table(what: str, rows: Iterable) -> tuple[list[str], list[list]]:
-    rows = list(rows)
-    if rows and isinstance(rows[0], dict):
-        header = list(rows[0].keys())
-        body = [[r.get(k) for k in header] for r in rows]
-    elif rows:
-        header, body = list(rows[0]), [list(r) for r in rows[1:]]
-    else:
-        header, body = [], []
-    if any(len(r) != len(header) for r in body):
-        raise ClaimError(f"{what}: every row needs {len(header)} cells, one per column of {header}")
-    return [str(h) for h in header], [[_cell(c) for c in r] for r in body]
-
-
-def _column_tolerances(what: str, header: list[str], tolerances: dict | None) -> dict:
-    """{column: {"rel": x} | {"abs": x}}, checked against the header."""
-    out = {}
-    for col, tol in (tolerances or {}).items():
-        if col not in header:
-            raise ClaimError(f"{what}: tolerances name column {col!r}, which is not one of {header}")
-        if isinstance(tol, dict) and set(tol) == {"abs"}:
-            kind, value = "abs", tol["abs"]
-        else:
-            kind, value = "rel", tol
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ClaimError(f"{what}: tolerance of column {col!r} must be a relative number >= 0 "
-                             f"or {{'abs': number}}, got {tol!r}")
-        out[col] = {kind: float(value)}
-    return out
-
-
-def _cell(c):
-    if c is None or isinstance(c, (str, bool)):
-        return c
-    if isinstance(c, dict) and set(c) in ({"value", "noise"}, {"value", "bound"}, {"value", "varies"}):
-        return dict(c)   # measured() or bounded()
-    try:
-        return _plain(c)
-    except TypeError:
-        return str(c)
+    return BOUNDED.make(value, bound)
 
 
 _DTYPE_ALIASES = {
@@ -325,11 +165,14 @@ class ClaimRecord:
     order: int = 0                    # position in its file: the write-up follows the files
     assertions: int | None = None     # passing assert statements of its test (None: not counted)
 
+    def __post_init__(self) -> None:
+        self.evidence.claim = self.nodeid
+
     def violations(self, observed_chip: str | None) -> list[str]:
         """The rule, as sentences.  Empty means the claim is allowed to stand."""
         out = []
         if self.finding:
-            names = {i["name"] for i in self.evidence.items if i["kind"] == "number"}
+            names = {i["name"] for i in self.evidence.items if i["kind"] == kinds.NUMBER.name}
             missing = [n for n in finding_names(self.finding) if n not in names]
             if missing:
                 out.append(f"its finding names {', '.join(map(repr, missing))}, which it recorded no "

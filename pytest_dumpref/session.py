@@ -5,6 +5,7 @@ syrupy uses), so the rules live here, testable and free of pytest.
 """
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import check, writeup
+from . import check, kinds, writeup
 from .claims import ClaimRecord, Provenance
 from .config import DEFAULT_SECTION, DumprefConfig
 from .provenance import environment, observed_chip
@@ -147,17 +148,9 @@ class DumprefSession:
         record.outcome, record.reason = outcome, reason
         data = record.to_json()
         data["environment"] = self.environment()
-        items = []
-        for item in data["evidence"]:
-            item = dict(item)
-            if item["kind"] == "number":
-                item["effective_tolerance"] = self.config.tolerance_for(item.get("unit"), item.get("tolerance"))
-            elif item["kind"] == "file":
-                path = Path(item.pop("path"))
-                item["name"] = path.name
-                item["where"] = self._under_basetemp(path)
-            items.append(item)
-        data["evidence"] = items
+        run = kinds.Finalizing(self.config.tolerance_for, self._under_basetemp)
+        data["evidence"] = [kinds.lookup(i["kind"], record.nodeid).finalize(dict(i), run)
+                            for i in data["evidence"]]
         opts = data["observed"].get("options")
         if opts:  # where the dump went is a temporary folder: not provenance
             data["observed"]["options"] = {k: v for k, v in opts.items() if k != "xla_dump_to"}
@@ -218,13 +211,19 @@ class DumprefSession:
         may still exist.  ``args``: what the run was asked to run, rootdir-relative."""
         covers = check.covered_by(args) if args else (lambda nodeid: True)
         if self.written is not None and completed:
-            self._check(selection_narrowed, covers)
+            try:
+                self._check(selection_narrowed, covers)
+            except kinds.UnknownKind as e:  # a kind the write-up has and this run never registered
+                self.problems.append(f"cannot check {self.check_path}: {e}")
         if self.report is not None:
             if not completed:
                 self.notes.append(f"dumpref: did not write {self.report}: the run did not complete; "
                                   "the existing write-up and its figures are unchanged")
             else:
-                self.write_report(selection_narrowed, covers)
+                try:
+                    self.write_report(selection_narrowed, covers)
+                except kinds.UnknownKind as e:
+                    self.problems.append(f"did not update {self.report}: {e}")
 
     def _check(self, narrowed: bool, covers) -> None:
         written = self.written
@@ -328,12 +327,14 @@ class DumprefSession:
                 if rec["outcome"] != "passed":
                     continue
                 for item in rec["evidence"]:
-                    if item["kind"] != "figure":
+                    kind = kinds.lookup(item["kind"], rec["nodeid"])
+                    asset = kind.asset(rec["nodeid"], item)
+                    if asset is None:
                         continue
-                    dest = tmp / "assets" / writeup.asset_name(rec["nodeid"], item["title"], item.get("suffix", ""))
+                    dest = tmp / "assets" / asset
                     src = Path(item["path"]) if item.get("path") else assets / dest.name
                     if not src.is_file():
-                        self.problems.append(f"claim {rec['nodeid']}: figure {item['title']!r} is kept from the "
+                        self.problems.append(f"claim {rec['nodeid']}: {kind.label(item)} is kept from the "
                                              f"existing write-up but {src} is gone; run the claim again")
                         continue
                     shutil.copyfile(src, dest)
@@ -354,17 +355,10 @@ class DumprefSession:
         for rec in sorted(self.records.values(), key=writeup.claim_order):
             nodeid = rec["nodeid"]
             w = self.written["claims"].get(nodeid, {}) if self.written else {}
-            written = {i["name"]: i for i in w.get("evidence", []) if i["kind"] == "number"}
             lines.append(f"dumpref: {nodeid} ({rec['outcome']})")
             for item in rec["evidence"]:
-                if item["kind"] == "figure" and item.get("path"):
-                    # a check writes no figure beside the write-up: the run's own lies here
-                    lines.append(f"  figure {item['title']!r}: drawn afresh at {item['path']}")
-                if item["kind"] != "number":
-                    continue
-                was = written.get(item["name"], {}).get("value", "(not in the write-up)")
-                unit = f" {item['unit']}" if item.get("unit") else ""
-                lines.append(f"  {item['name']}: {item['value']!r}{unit}  (write-up: {was!r}{unit})")
+                written = [i for i in w.get("evidence", []) if i["kind"] == item["kind"]]
+                lines += kinds.lookup(item["kind"], nodeid).run_lines(item, written)
         return lines
 
     def summary_lines(self, verbose: bool = False) -> list[str]:
@@ -442,14 +436,10 @@ class DumprefSession:
 
 
 def _line_of(lines: list[str], nodeid: str, what: str) -> int:
-    """The 1-based line of a claim's number or file in the committed file (its anchor if not found)."""
+    """The 1-based line of a claim's item (``what``: its label, ``number 'time'``) in the
+    committed file, as its kind finds it; the claim's anchor if not found."""
     start = next((i for i, ln in enumerate(lines) if ln == f'<a id="{writeup.anchor(nodeid)}"></a>'), 0)
-    kind, _, name = what.partition(" ")
-    title = name.strip("'\"")
-    for i in range(start, len(lines)):
-        ln = lines[i]
-        if kind == "number" and ln.startswith(f"| {writeup._md_cell(title)} |"):
-            return i + 1
-        if kind == "file" and f"**{title}**" in ln and "sha256" in ln:
-            return i + 1
-    return start + 1
+    name, _, label = what.partition(" ")
+    kind = kinds.KINDS.get(name)
+    found = kind.line_of(lines, start, ast.literal_eval(label)) if kind is not None and label else None
+    return found if found is not None else start + 1

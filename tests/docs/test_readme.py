@@ -26,6 +26,8 @@ README = REPO / "README.md"
 RUN = {
     ("Quick start", "sh", 0): "test_quick_start_is_two_commands_in_a_venv_and_ci_runs_them",
     ("A claim is a test", "python", 0): "test_the_claim_example_is_a_claim_that_renders_and_checks",
+    ("Evidence kinds", "python", 0): "test_the_kind_of_your_own_renders_and_checks",
+    ("Evidence kinds", "python", 1): "test_the_kind_of_your_own_renders_and_checks",
     ("Configuration", "toml", 0): "test_the_configuration_example_shapes_the_writeup",
     ("Measured values", "python", 0): "test_the_timing_example_renders_and_checks",
     ("Command line", "sh", 0): "test_the_command_line_as_written",
@@ -180,6 +182,31 @@ def test_the_timing_example_renders_and_checks(pytester):
     assert "| unfused | " in md and "| fused, compiled again (A/A) | " in md
     check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", "-p", "no:cacheprovider")
     assert check.ret == 0, check.stdout.str()
+
+
+# ---- Evidence kinds ------------------------------------------------------------------------
+
+def test_the_kind_of_your_own_renders_and_checks(pytester, monkeypatch):
+    """The two blocks as conftest.py and claims/test_quote.py (their first lines say so): the
+    claim records a quote, the write-up shows it as the kind renders it, a check reproduces it
+    and fails once the quote is edited by hand."""
+    from pytest_dumpref import kinds
+    monkeypatch.setattr(kinds, "KINDS", dict(kinds.KINDS))  # in-process runs: leave no kind behind
+    conftest, claim = block("Evidence kinds", "python", 0).text, block("Evidence kinds", "python", 1).text
+    assert conftest.startswith("# conftest.py") and claim.startswith("# claims/test_quote.py")
+    (pytester.path / "conftest.py").write_text(conftest)
+    pytester.mkdir("claims")
+    (pytester.path / "claims" / "test_quote.py").write_text(claim)
+    res = pytester.runpytest("claims/", "--dumpref-report=writeup.md", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    md = (pytester.path / "writeup.md").read_text()
+    quote = "> Fusion: a fused computation (XLA operation semantics)"
+    assert f"\n{quote}\n" in md, md
+    check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", "-p", "no:cacheprovider")
+    assert check.ret == 0, check.stdout.str()
+    (pytester.path / "writeup.md").write_text(md.replace(quote, quote.replace("Fusion", "Fission")))
+    check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", "-p", "no:cacheprovider")
+    assert check.ret == 1 and "Fission" in check.stdout.str(), check.stdout.str()
 
 
 # ---- Configuration -------------------------------------------------------------------------
