@@ -451,8 +451,11 @@ MODEL_HEADER = '''"""fusion_model.py: XLA's CPU fusion pass restated (pytest-dum
 
 prints, per module of DIR, every decision of the fusion pass: the compiler's (its log,
 *_fusion.html or *_fusion.pyz) beside the model's (predict, replaying the pass on the snapshot
-the pass saw), then "N of M decisions predicted".  Every definition below is copied whole
-from the file its heading names.
+the pass saw), then "N of M decisions predicted", and last the total over all modules.  In
+Python: predict(parse_module(text)) replays one snapshot; predict(..., without=[rule]) leaves
+one of RULES out (the one-rule-left-out table); the jaxlib version decides one rule
+(installed_xla_has_coupled_softmax_rule), or say --coupled-softmax / --no-coupled-softmax.
+Every definition below is copied whole from the file its heading names.
 """
 '''
 
@@ -484,7 +487,7 @@ def main(argv=None) -> int:
         print(main.__doc__, file=sys.stderr)
         return 2
     folder = Path(args[0])
-    missed = 0
+    missed = logged = predicted = modules = 0
     for mf in _discover(folder):
         snaps = [Snapshot(step, *parse_stage(rest), path) for step, rest, path in mf.snapshot_paths]
         dump = SimpleNamespace(snapshots=snaps)
@@ -503,5 +506,9 @@ def main(argv=None) -> int:
             print(f"{' ' if r['agree'] else '*'} {k:4d} {r['producer']} -> {r['consumer']}: {said}")
         agreed = sum(r["agree"] for r in rows)
         missed += len(rows) - agreed
+        logged += len(log)
+        predicted += agreed
+        modules += 1
         print(f"{agreed} of {len(log)} decisions predicted")
+    print(f"all {modules} modules: {predicted} of {logged} decisions predicted")
     return 1 if missed else 0

@@ -68,12 +68,15 @@ def test_the_listing_alone_predicts_what_the_package_predicts(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     modules = DumpFolder(folder).modules
     assert len(modules) == 3
+    total = 0
     for m in modules:
         mf = module_fusion(Dump(m))
         assert mf.log and mf.agreed == len(mf.log)
         assert f"== {m.key}: the pass saw {mf.before.path.name}\n" in done.stdout
-        assert f"{mf.agreed} of {len(mf.log)} decisions predicted" in done.stdout
-    assert done.stdout.count("decisions predicted") == 3
+        assert f"\n{mf.agreed} of {len(mf.log)} decisions predicted\n" in done.stdout
+        total += len(mf.log)
+    assert done.stdout.count("decisions predicted") == 4
+    assert done.stdout.endswith(f"\nall 3 modules: {total} of {total} decisions predicted\n")
 
 
 def test_a_misprediction_is_marked_and_fails(tmp_path):
