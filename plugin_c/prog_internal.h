@@ -248,6 +248,10 @@ typedef struct {
 } run_ctx;
 
 int rt_fail(run_ctx* r, int code, const char* msg, const char* op);
+/* Buffers of values and kernel temporaries, reused across runs (prog_pool.c): rt_free only
+ * what rt_alloc returned, never free(); NULL when out of memory. */
+void* rt_alloc(size_t n);
+void rt_free(void* p);
 size_t rt_bytes(const prog_shape* s);
 float rt_bf16_to_f32(uint16_t h);
 uint16_t rt_f32_to_bf16(float f);

@@ -426,7 +426,7 @@ static void binary_pred(prog_opcode op, const uint8_t* a, const uint8_t* b, uint
 }
 
 static float* widen(prog_dtype t, const void* a, int64_t n) {
-  float* w = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  float* w = rt_alloc((size_t)(n > 0 ? n : 1) * sizeof(float));
   if (w != NULL)
     for (int64_t i = 0; i < n; i++) {
       uint16_t h = LD(uint16_t, a, i);
@@ -535,8 +535,8 @@ static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* 
         for (int64_t i = 0; i < n; i++)
           ST(uint16_t, o, i, t == PROG_BF16 ? rt_f32_to_bf16(wa[i]) : rt_f32_to_f16(wa[i]));
       }
-      free(wa);
-      free(wb);
+      rt_free(wa);
+      rt_free(wb);
       return code;
     }
     default:
@@ -860,22 +860,22 @@ static void* dot_operand(const prog_shape* s, const void* src, const int* order,
   size_t ws = w == WORK_F32 ? 4 : 8;
   bool native = (w == WORK_F32 && s->dtype == PROG_F32) || (w == WORK_F64 && s->dtype == PROG_F64) ||
                 (w == WORK_I64 && s->dtype == PROG_S64);
-  void* out = malloc((size_t)n * ws + 8);
+  void* out = rt_alloc((size_t)n * ws + 8);
   if (out == NULL) return NULL;
   if (native) {
     gather_dims(s, src, order, out);
     return out;
   }
-  void* tmp = malloc((size_t)n * prog_dtype_size(s->dtype) + 8);
-  if (tmp == NULL) { free(out); return NULL; }
+  void* tmp = rt_alloc((size_t)n * prog_dtype_size(s->dtype) + 8);
+  if (tmp == NULL) { rt_free(out); return NULL; }
   gather_dims(s, src, order, tmp);
-  /* out is malloc's (aligned for any type): typed stores are safe on the work copies */
+  /* out is rt_alloc's (malloc's alignment): typed stores are safe on the work copies */
   for (int64_t i = 0; i < n; i++) {
     if (w == WORK_F32) ((float*)out)[i] = (float)rt_get_f(s->dtype, tmp, i);
     else if (w == WORK_F64) ((double*)out)[i] = rt_get_f(s->dtype, tmp, i);
     else ((int64_t*)out)[i] = rt_get_i(s->dtype, tmp, i);
   }
-  free(tmp);
+  rt_free(tmp);
   return out;
 }
 
@@ -883,13 +883,13 @@ static void* dot_operand(const prog_shape* s, const void* src, const int* order,
 static void* complex_operand(const prog_shape* s, const void* src, const int* order, prog_dtype ct,
                              int64_t n) {
   size_t cs = prog_dtype_size(ct);
-  void* out = malloc((size_t)n * cs + 16);
-  void* tmp = malloc((size_t)n * prog_dtype_size(s->dtype) + 16);
-  if (out == NULL || tmp == NULL) { free(out); free(tmp); return NULL; }
+  void* out = rt_alloc((size_t)n * cs + 16);
+  void* tmp = rt_alloc((size_t)n * prog_dtype_size(s->dtype) + 16);
+  if (out == NULL || tmp == NULL) { rt_free(out); rt_free(tmp); return NULL; }
   gather_dims(s, src, order, tmp);
   prog_shape flat = {s->dtype, 1, {n}}, to = {ct, 1, {n}};
   convert(&flat, tmp, &to, out);
-  free(tmp);
+  rt_free(tmp);
   return out;
 }
 
@@ -903,15 +903,15 @@ static int dot_complex(run_ctx* r, const prog_insn* in, const prog_shape* as, co
   void* a = complex_operand(as, a_src, ao, ct, nbatch * M * K);
   void* b = complex_operand(bs, b_src, bo, ct, nbatch * K * N);
   if (a == NULL || b == NULL) {
-    free(a); free(b);
+    rt_free(a); rt_free(b);
     return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
   }
   memset(o, 0, (size_t)(nbatch * M * N) * cs);
   for (int64_t q = 0; q < nbatch; q++)
     rt_matmul_complex(ct, (const char*)a + (size_t)(q * M * K) * cs, (const char*)b + (size_t)(q * K * N) * cs,
                       (char*)o + (size_t)(q * M * N) * cs, M, N, K);
-  free(a);
-  free(b);
+  rt_free(a);
+  rt_free(b);
   return PROG_OK;
 }
 
@@ -973,9 +973,9 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
                     dot_strides(bs, bo, nb, nc, true, &b_bs, &b_rs, &b_cs);
   void* a = a_in_place ? NULL : dot_operand(as, a_src, ao, w, nbatch * M * K);
   void* b = b_in_place ? NULL : dot_operand(bs, b_src, bo, w, nbatch * K * N);
-  void* c = native_out ? o : malloc((size_t)(nbatch * M * N) * ws + 8);
+  void* c = native_out ? o : rt_alloc((size_t)(nbatch * M * N) * ws + 8);
   if ((!a_in_place && a == NULL) || (!b_in_place && b == NULL) || c == NULL) {
-    free(a); free(b); if (!native_out) free(c);
+    rt_free(a); rt_free(b); if (!native_out) rt_free(c);
     return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
   }
   if (!a_in_place) { a_bs = M * K; a_rs = K; a_cs = 1; }
@@ -1007,10 +1007,10 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
       if (w == WORK_I64) rt_put(ot, o, i, 0, ot == PROG_PRED ? ((int64_t*)c)[i] != 0 : ((int64_t*)c)[i], false);
       else rt_put(ot, o, i, w == WORK_F32 ? ((float*)c)[i] : ((double*)c)[i], 0, true);
     }
-    free(c);
+    rt_free(c);
   }
-  free(a);
-  free(b);
+  rt_free(a);
+  rt_free(b);
   return code;
 }
 
@@ -1070,7 +1070,7 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
   void* tmp = NULL;
   const void* src = a_src;
   if (!in_place) {
-    tmp = malloc((size_t)prog_shape_elements(a) * es + 8);
+    tmp = rt_alloc((size_t)prog_shape_elements(a) * es + 8);
     if (tmp == NULL) return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
     gather_dims(a, a_src, order, tmp);
     src = tmp;
@@ -1130,7 +1130,7 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
     }
     default: break;
   }
-  free(tmp);
+  rt_free(tmp);
   return PROG_OK;
 }
 
@@ -1229,7 +1229,7 @@ int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* con
         if (direct[id]) {
           vals[id] = outputs[direct[id] - 1];
         } else {
-          vals[id] = malloc(rt_bytes(&f->values[id]) + 8);
+          vals[id] = rt_alloc(rt_bytes(&f->values[id]) + 8);
           owned[id] = vals[id] != NULL;
           if (vals[id] == NULL) code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
         }
@@ -1240,7 +1240,7 @@ int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* con
     for (int q = 0; q < in->num_in + in->num_cap; q++) {
       int id = q < in->num_in ? in->in[q] : in->cap[q - in->num_in];
       if (owned[id] && f->last_use[id] == k) {
-        free(vals[id]);
+        rt_free(vals[id]);
         vals[id] = NULL;
         owned[id] = false;
       }
@@ -1248,7 +1248,7 @@ int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* con
     for (int q = 0; q < in->num_out; q++) {
       int id = in->out + q;
       if (owned[id] && f->last_use[id] < 0) {
-        free(vals[id]);
+        rt_free(vals[id]);
         vals[id] = NULL;
         owned[id] = false;
       }
@@ -1260,7 +1260,7 @@ int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* con
       if (vals[id] != outputs[k]) memmove(outputs[k], vals[id], rt_bytes(&f->values[id]));
     }
   for (size_t k = 0; k < nv; k++)
-    if (owned[k]) free(vals[k]);
+    if (owned[k]) rt_free(vals[k]);
   free(vals);
   free(owned);
   free(direct);

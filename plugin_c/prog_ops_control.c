@@ -18,13 +18,19 @@ static int run_while(run_ctx* r, const prog_program* p, const prog_func* f, cons
   const prog_func *cond = &in->sub[0], *body = &in->sub[1];
   void** cur = calloc((size_t)n + 1, sizeof(void*));
   void** next = calloc((size_t)n + 1, sizeof(void*));
+  void** out = calloc((size_t)n + 1, sizeof(void*));
+  bool* same = calloc((size_t)n + 1, sizeof(bool));
   int code = PROG_OK;
-  if (cur == NULL || next == NULL) code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+  if (cur == NULL || next == NULL || out == NULL || same == NULL)
+    code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
   for (int k = 0; k < n && code == PROG_OK; k++) {
     size_t size = rt_bytes(&f->values[in->in[k]]);
-    cur[k] = malloc(size + 8);
-    next[k] = malloc(size + 8);
-    if (cur[k] == NULL || next[k] == NULL)
+    /* a value the body returns unchanged (scan's stacked inputs, its constants) stays in its
+     * buffer: the body's result is then its own argument, which rt_run_func does not copy */
+    same[k] = k < body->num_results && body->results[k] == body->first_arg + k;
+    cur[k] = rt_alloc(size + 8);
+    next[k] = same[k] ? NULL : rt_alloc(size + 8);
+    if (cur[k] == NULL || (!same[k] && next[k] == NULL))
       code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
     else
       memcpy(cur[k], vals[in->in[k]], size);
@@ -35,22 +41,28 @@ static int run_while(run_ctx* r, const prog_program* p, const prog_func* f, cons
       break;
     }
     uint8_t go = 0;
-    void* out = &go;
-    code = rt_run_region(r, p, cond, vals, (const void* const*)cur, &out, depth);
+    void* cond_out = &go;
+    code = rt_run_region(r, p, cond, vals, (const void* const*)cur, &cond_out, depth);
     if (code != PROG_OK || !go) break;
-    code = rt_run_region(r, p, body, vals, (const void* const*)cur, next, depth);
-    void** t = cur;
-    cur = next;
-    next = t;
+    for (int k = 0; k < n; k++) out[k] = same[k] ? cur[k] : next[k];
+    code = rt_run_region(r, p, body, vals, (const void* const*)cur, out, depth);
+    for (int k = 0; k < n; k++)
+      if (!same[k]) {
+        void* t = cur[k];
+        cur[k] = next[k];
+        next[k] = t;
+      }
   }
   if (code == PROG_OK)
     for (int k = 0; k < n; k++) memcpy(vals[in->out + k], cur[k], rt_bytes(&f->values[in->out + k]));
   for (int k = 0; k < n; k++) {
-    if (cur) free(cur[k]);
-    if (next) free(next[k]);
+    if (cur) rt_free(cur[k]);
+    if (next) rt_free(next[k]);
   }
   free(cur);
   free(next);
+  free(out);
+  free(same);
   return code;
 }
 

@@ -129,15 +129,15 @@ static isa cpu_isa(void) {
   int rt_matmul_##SUF(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs,  \
                       int64_t bcs, T* c, int64_t M, int64_t N, int64_t K) {                 \
     if (M <= 0 || N <= 0 || K <= 0) return 0;                                              \
-    T* ap = malloc(sizeof(T) * (size_t)(MC + MR_MAX) * KC);                                \
-    T* bp = malloc(sizeof(T) * (size_t)(NC + NR_MAX) * KC);                                \
-    if (ap == NULL || bp == NULL) { free(ap); free(bp); return -1; }                       \
+    T* ap = rt_alloc(sizeof(T) * (size_t)(MC + MR_MAX) * KC);                                \
+    T* bp = rt_alloc(sizeof(T) * (size_t)(NC + NR_MAX) * KC);                                \
+    if (ap == NULL || bp == NULL) { rt_free(ap); rt_free(bp); return -1; }                       \
     switch (cpu_isa()) {                                                                   \
       VARIANT_CASES_##SUF                                                                  \
       default: gemm_##SUF##_base(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break;     \
     }                                                                                      \
-    free(ap);                                                                              \
-    free(bp);                                                                              \
+    rt_free(ap);                                                                           \
+    rt_free(bp);                                                                           \
     return 0;                                                                              \
   }
 
