@@ -24,10 +24,13 @@ and turns the times into the rates of :class:`cost_model.Rates`:
 * **page faults**: a 32 MiB broadcast (glibc maps blocks of 32 MiB and more afresh each
   call, ``timing.ALLOCATOR_ENV``): its time beyond the curve's, per 4 KiB page.
 * **compute**: per element and operation class, from kernels made compute-bound by
-  chaining the class's operation over an L2-resident f32[128, 1024] (cheap float ops,
-  compare/select, integer ops) or by the operation's own cost (exp, tanh, log, divide,
-  sqrt, rsqrt); the library kernels XLA:CPU calls (YNNPACK reductions, dot, convolution)
-  per element reduced or per flop.
+  chaining the class's operation (cheap float ops, compare/select, integer ops) or by the
+  operation's own cost (exp, tanh, log, divide, sqrt, rsqrt), and the YNNPACK reductions
+  XLA:CPU calls, each timed over f32[128, 1024] and f32[1024, 1024]: the rate is the slope
+  between the two (``rates_from`` says why); dot and convolution per flop, less the dispatch.
+* **the same speed for every kernel**: the plan spreads each kernel's calls of a round over
+  ``passes`` passes through the round (``timing.TimingPlan.passes``; the worker says why:
+  this machine's vector units run at two speeds, in stretches longer than ten calls).
 
 Nothing here imports pytest.  The micro-kernels are the module's ``k_*`` functions, so the
 worker (a fresh interpreter) imports them by name.
@@ -47,6 +50,7 @@ ME = "pytest_dumpref.xla.calibrate"
 ROW = 1024                                    # every calibration array is f32[rows, 1024]
 CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 COMPUTE_ROWS = 128                            # 512 KiB an array: input and output in L2 (1 MiB)
+COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the programs studied
 CHECK_ROWS = (256, 1024, 2048)
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
@@ -165,11 +169,12 @@ def _variants() -> dict:
     v["chain fused"] = ("k_chain", ((F32, (4, ROW)),), {})
     v["chain unfused"] = ("k_chain", ((F32, (4, ROW)),),
                           {"xla_disable_hlo_passes": "fusion,fusion-wrapper,dot-library-rewriter"})
-    c = _rows(COMPUTE_ROWS)
-    for name, args in (("cheap", (c,)), ("exp", (c,)), ("tanh", (c,)), ("log", (c,)), ("divide", (c, c)),
-                       ("sqrt", (c,)), ("rsqrt", (c,)), ("select", (c, c)),
-                       ("integer", (("int32", (COMPUTE_ROWS, ROW)),) * 2), ("rowsum", (c,)), ("colsum", (c,))):
-        v[f"compute {name}"] = (f"k_{name}", args, {})
+    for rows, suffix in ((COMPUTE_ROWS, ""), (COMPUTE_ROWS_LARGE, f" {COMPUTE_ROWS_LARGE}")):
+        c = _rows(rows)
+        for name, args in (("cheap", (c,)), ("exp", (c,)), ("tanh", (c,)), ("log", (c,)), ("divide", (c, c)),
+                           ("sqrt", (c,)), ("rsqrt", (c,)), ("select", (c, c)),
+                           ("integer", (("int32", (rows, ROW)),) * 2), ("rowsum", (c,)), ("colsum", (c,))):
+            v[f"compute {name}{suffix}"] = (f"k_{name}", args, {})
     v["compute dot"] = ("k_dot", ((F32, (512, 512)), (F32, (512, 512))), {})
     v["compute conv"] = ("k_conv", ((F32, (4, 32, 32, 64)), (F32, (3, 3, 64, 64))), {})
     return v
@@ -185,7 +190,7 @@ def plan_variants() -> tuple:
 
 
 def plan(rounds: int = 10, calls_per_round: int = 5, seed: int = 0, *, variants: dict | None = None,
-         programs: dict | None = None, timeout_s: float = 120):
+         programs: dict | None = None, timeout_s: float = 120, passes: int = 5):
     """A ``TimingPlan`` of the calibration kernels (with ``cold_stream``), plus any
     ``variants`` / ``programs`` of the caller's, timed in the same interleaved rounds."""
     from ..timing import TimingPlan
@@ -194,7 +199,7 @@ def plan(rounds: int = 10, calls_per_round: int = 5, seed: int = 0, *, variants:
     return TimingPlan(program=first[0], args=first[1],
                       variants={**cv, **(variants or {})}, programs={**cp, **(programs or {})},
                       stream_shape=(1024, ROW), rounds=rounds, calls_per_round=calls_per_round,
-                      warmup_calls=3, seed=seed, cold_stream=True, timeout_s=timeout_s)
+                      warmup_calls=3, seed=seed, cold_stream=True, timeout_s=timeout_s, passes=passes)
 
 
 # ---- from times to rates --------------------------------------------------------------------
@@ -263,16 +268,34 @@ def rates_from(result) -> "cost_model.Rates":
     order = ["cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
              "reduce (across rows)", "dot", "convolution"]
     names = {"reduce": "rowsum", "reduce (across rows)": "colsum", "convolution": "conv"}
-    for cls in order:
-        prog = _census(v[f"compute {names.get(cls, cls)}"].hlo_text)
+    # The elementwise classes and the reductions: the slope between the kernel over
+    # COMPUTE_ROWS and over COMPUTE_ROWS_LARGE rows, so that neither the call's fixed cost
+    # (dispatch, and YNNPACK's setup of a reduction) nor its noise enters the rate: measured
+    # so, exp cost 0.398 ns an element between 128 and 1,024 rows (and between 256 and
+    # 1,024), where 128 rows less the dispatch gave 0.35 (it ran 65.5 us, the dispatch 19.5,
+    # and the intercept of the line is 13.3); rowsum at 128 rows was mostly its fixed cost.
+    # The slope is the cost of an element at the size of the programs studied, its traffic
+    # in the last-level cache included where the operation does not hide it.
+    def census(name):
         counts = {}
-        for k in prog.kernels:
+        for k in _census(v[name].hlo_text).kernels:
             for c, n in k.ops.items():
                 counts[c] = counts.get(c, 0) + n
+        return counts
+
+    for cls in order:
+        small = f"compute {names.get(cls, cls)}"
+        large = f"{small} {COMPUTE_ROWS_LARGE}"
+        if large in v:
+            cs, cl = census(small), census(large)
+            counts = {c: cl.get(c, 0) - cs.get(c, 0) for c in set(cs) | set(cl)}
+            body = med[large] - med[small]
+        else:                  # dot, convolution: one size, less the dispatch
+            counts = census(small)
+            body = med[small] - async_
         others = sum(n * compute[c] for c, n in counts.items() if c != cls and c in compute)
         if counts.get(cls, 0) <= 0:
             raise RuntimeError(f"calibration kernel for {cls!r} has no {cls} operation: {counts}")
-        body = med[f"compute {names.get(cls, cls)}"] - async_
         compute[cls] = max(body - others, 1e-12) / counts[cls]
     base.compute = compute
     return base

@@ -290,3 +290,16 @@ def test_cpu_caches_reads_sysfs_or_nothing():
     assert all(c["type"] in ("Data", "Unified") and c["bytes"] > 0 for c in caches)
     assert [c["level"] for c in caches] == sorted(c["level"] for c in caches)
     assert cpu_caches(10 ** 6) == []
+
+
+def test_a_round_spread_over_passes_keeps_one_sample_per_round():
+    # calls_per_round=4 in passes=2: each pass one untimed call and 2 timed ones per variant;
+    # the round's sample is its fastest timed call, one per round as with passes=1
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (64, 64)),),
+                      variants={"fused": {}, "unfused": {"xla_disable_hlo_passes": "fusion"}},
+                      stream_shape=(64, 64), rounds=3, calls_per_round=4, warmup_calls=1, passes=2)
+    assert TimingPlan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    r = run_plan(plan)
+    for v in r.variants.values():
+        assert len(v.samples) == len(v.wall_samples) == 3 and min(v.samples) > 0
+    assert "in 2 passes through the round's order (each pass one untimed call, then 2 timed)" in r.method()
