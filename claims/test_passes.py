@@ -349,15 +349,11 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     evidence.number("dump files of the recipe identical to the tool's (sha256 without metadata "
                     "and source locations)", sum(theirs.get(k) == v for k, v in ours.items()))
     evidence.note(
-        f"The recipe writes {len(recipe.snapshots)} pass snapshots under the same names as this "
-        "claim's dump (they start module_0000 in a fresh process), and each of the "
-        f"{len(ours)} text files is identical to this claim's once metadata and source "
-        "locations are removed. Jitting the NumPy arrays directly (without the two device_put "
-        "calls) gives the same file names and the same passes, but its parameters lack "
-        "sharding={replicated} and frontend_attributes={xla.sdy.sharding=...}: jit annotates "
-        "input shardings only for arrays committed to a device, and the claims commit theirs "
-        "to the CPU device so that XLA's CPU compiler is used even when another backend is the "
-        "default.")
+        f"The recipe's {len(ours)} text files are this claim's, name for name (module_NNNN aside) and, once metadata and "
+        "source locations are removed, byte for byte. Without the two device_put calls the passes are "
+        "the same but the parameters lack sharding={replicated} (jit annotates only arrays committed "
+        "to a device; the claims commit theirs to the CPU device so that XLA's CPU compiler runs "
+        "whatever backend is the default).")
     assert theirs == ours, (
         f"the plain-jax recipe's dump differs from the tool's: "
         f"{sorted(set(ours.items()) ^ set(theirs.items()))[:6]}")
