@@ -486,7 +486,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", X_SHAPE),),
                       variants={"fused": {}, "fused, compiled again (A/A)": {},
                                 "without fusion": {"xla_disable_hlo_passes": ",".join(PASSES)}},
-                      stream_shape=X_SHAPE, rounds=40, calls_per_round=20, warmup_calls=20)
+                      stream_shape=X_SHAPE, rounds=40, calls_per_round=20, warmup_calls=20, passes=5)
     run = run_plan(plan)
     model_run = run_plan(calibrate.plan(20, 10, variants=dict(plan.variants),
                                         programs={k: (plan.program, plan.args) for k in plan.variants}))
@@ -813,6 +813,8 @@ def _plain_env() -> dict:
 
 
 def programs_listing() -> str:
+    """programs.py: compile_programs and all it reaches (the programs, their inputs, fill), from
+    examples.py, timing.py and this file, as they ran."""
     from pytest_dumpref import timing
     from pytest_dumpref.xla.standalone import listing
     me = sys.modules[__name__]
@@ -928,7 +930,12 @@ def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
 # time falls short of the goal (median 10 %, worst 25 %) on this project's AMD EPYC machines:
 # the unfused programs run 1.1-1.6 times the model, the fused ones about 1.0 (the model's
 # docstring gives the kernel-by-kernel measurements); the table states both errors, per
-# program, without asserting them.
+# program, without asserting them.  The fused-time bound failed under load (median 0.18 with
+# two CPU burners) while the rates were measured in the same rounds: the vector units of this
+# machine run at two speeds in stretches longer than a round's batch of calls, and a kernel's
+# median over rounds fell on either.  With each round's calls spread over passes (timing.py's
+# worker) and the compute rates taken as slopes (calibrate.rates_from), the median error was
+# 0.110 at load 8 (other tenants) and 0.100 with two burners beside them (load 6.5-8.1).
 FUSED_TIME_ERROR = 0.15
 EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
 

@@ -105,3 +105,20 @@ def test_a_folder_without_pass_snapshots_is_named(tmp_path):
 def test_wrong_arguments_print_the_usage(tmp_path, args):
     done = _listing(tmp_path, *args)
     assert done.returncode == 2 and "python fusion_model.py DIR" in done.stderr
+
+
+def test_a_name_the_listing_cannot_place_is_named(tmp_path, monkeypatch):
+    import importlib
+
+    from pytest_dumpref.xla.standalone import ListingError, listing
+    (tmp_path / "half_module.py").write_text("import json\n\n\ndef f():\n    return json.dumps(g())\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("half_module")
+    with pytest.raises(ListingError, match=r"half_module.py: 'g' is read but defined nowhere"):
+        listing({mod: ["f"]}, order=(mod,))
+    (tmp_path / "half_module.py").write_text("import json\n\n\n# why f\ndef f():\n    return json.dumps(1)\n")
+    mod = importlib.reload(mod)
+    # the comment right above a definition comes with it; the import it reads, once, at the top
+    text = listing({mod: ["f"]}, order=(mod,))
+    assert text.startswith("from __future__ import annotations\n\nimport json\n\n\n# ---- from half_module.py -")
+    assert text.endswith("-\n\n# why f\ndef f():\n    return json.dumps(1)\n")
