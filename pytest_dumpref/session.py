@@ -189,7 +189,8 @@ class DumprefSession:
                 rel = path.resolve().relative_to(self.rootdir.resolve())
             except ValueError:
                 continue
-            out += [str(rel), str(rel.with_name(writeup.assets_dir_name(rel.name)))]
+            out += [str(rel), str(rel.with_name(writeup.assets_dir_name(rel.name))),
+                    str(rel.with_name(writeup.data_name(rel.name)))]
         return tuple(out)
 
     def merged(self, old: dict | None, narrowed: bool, covers) -> tuple[list[dict], list[str]]:
@@ -261,7 +262,8 @@ class DumprefSession:
         # The data block rendered on its own must give the file exactly: an edit to either shows.
         own = writeup.render_lines(list(written["claims"].values()), written["environment"], self.config, name)
         own = [writeup.Line(ln.text, ln.claim, ln.where) for ln in own]
-        for d in check.compare_lines(written["lines"], own, source="its data block").differences:
+        source = f"its data ({written['data_path'].name})" if written.get("data_path") else "its data block"
+        for d in check.compare_lines(written["lines"], own, source=source).differences:
             if d.line not in seen:
                 seen.add(d.line)
                 result.differences.append(d)
@@ -304,8 +306,11 @@ class DumprefSession:
         return fresh
 
     def write_report(self, narrowed: bool, covers) -> None:
-        """Render into a temporary folder beside the write-up, then move the write-up and its
-        figures into place: an interrupted write leaves the old ones."""
+        """Render into a temporary folder beside the write-up, then move its data, its figures
+        and the write-up into place, the Markdown last: until it moves, the old write-up stands.
+        An exception on the way puts the old data and figures back; a process killed on the way
+        leaves the folder, holding the old data and the new Markdown, which reading the write-up
+        then names (the two files name each other by hash, so a mixed pair is never read)."""
         if narrowed and self.existing_error:
             self.problems.append(f"did not update {self.report} in place: {self.existing_error}. "
                                  "Run every claim to render it whole, or name another file")
@@ -339,15 +344,38 @@ class DumprefSession:
                         continue
                     shutil.copyfile(src, dest)
                     n_figures += 1
-            text = writeup.render(records, self.environment(), self.config, name)
+            text, data = writeup.render_files(records, self.environment(), self.config, name)
             (tmp / "writeup").write_text(text, encoding="utf-8")
-            if assets.exists():
-                os.replace(assets, tmp / "old-assets")
-            if n_figures:
-                os.replace(tmp / "assets", assets)
-            os.replace(tmp / "writeup", self.report)
+            (tmp / "data").write_text(data, encoding="utf-8")
+            self._move_into_place(tmp, assets, n_figures > 0)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def _move_into_place(self, tmp: Path, assets: Path, figures: bool) -> None:
+        sidecar = self.report.with_name(writeup.data_name(self.report.name))
+        had_data = sidecar.exists()
+        if had_data:
+            shutil.copyfile(sidecar, tmp / "old-data")
+        moved_data = moved_assets = False
+        try:
+            os.replace(tmp / "data", sidecar)
+            moved_data = True
+            if assets.exists():
+                os.replace(assets, tmp / "old-assets")
+            moved_assets = True
+            if figures:
+                os.replace(tmp / "assets", assets)
+            os.replace(tmp / "writeup", self.report)
+        except BaseException:
+            if moved_assets and (tmp / "old-assets").exists():
+                shutil.rmtree(assets, ignore_errors=True)
+                os.replace(tmp / "old-assets", assets)
+            if moved_data:
+                if had_data:
+                    os.replace(tmp / "old-data", sidecar)
+                else:
+                    sidecar.unlink(missing_ok=True)
+            raise
 
     def number_lines(self) -> list[str]:
         """Each number of each claim that ran, beside the write-up's value (check mode)."""

@@ -12,6 +12,7 @@ deterministic: records in file order, JSON keys sorted, nothing time-dependent.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import zlib
@@ -30,9 +31,16 @@ __all__ = ["Line", "Slot", "Var", "anchor", "asset_name", "assets_dir_name", "bo
            "format_number", "measured_text", "noise_text", "percent", "prose", "EVIDENCE_DIR",
            "render", "render_lines", "read", "readable_body", "WriteupError", "RUN_TO_RUN", "MACHINE"]
 
+# The write-up's data (every claim's record whole) is a JSON file beside it, named on the
+# Markdown's last line: ``<!-- dumpref-data writeup.dumpref.json sha256=... -->``.  Up to
+# format 2 it was embedded in that comment instead (GitHub refuses Markdown over 400 KB, and
+# this repository's data alone was 423 KB of JSON); such a file is still read and checked.
 DATA_BEGIN = "<!-- dumpref-data"
 DATA_END = "-->"
-FORMAT_VERSION = 2
+DATA_SUFFIX = ".dumpref.json"
+FORMAT_VERSION = 3
+EMBEDDED_FORMAT = 2
+_DATA_LINE = re.compile(r"<!-- dumpref-data (?P<name>[^\s/\\]+) sha256=(?P<sha>[0-9a-f]{64}) -->")
 
 # The one place that says which fields of a write-up legitimately differ between two runs of
 # the same claims, and why.  --dumpref-check accepts any value there and says so; measured
@@ -394,41 +402,42 @@ def _environment(out: Out, records, environment: dict, config: DumprefConfig, re
     out.blank()
 
 
+def data_name(report_name: str) -> str:
+    """The file beside the write-up that holds its data: ``writeup.md`` -> ``writeup.dumpref.json``."""
+    return Path(report_name).stem + DATA_SUFFIX
+
+
+def render_files(records: list[dict], environment: dict, config: DumprefConfig,
+                 report_name: str = "writeup.md") -> tuple[str, str]:
+    """The write-up's Markdown and its data file's text.  The Markdown ends on one comment line
+    naming the data file and its sha256, so that a write-up and data of different runs (one
+    committed without the other, a write interrupted between the two) are told apart."""
+    data = _data_text(records, environment)
+    digest = data_digest(json.loads(data))
+    lines = [ln.text for ln in render_lines(records, environment, config, report_name)]
+    lines += [f"{DATA_BEGIN} {data_name(Path(report_name).name)} sha256={digest} {DATA_END}", ""]
+    return "\n".join(lines), data
+
+
 def render(records: list[dict], environment: dict, config: DumprefConfig,
            report_name: str = "writeup.md") -> str:
-    """The whole write-up.  ``records`` are finalized ClaimRecord.to_json() dicts."""
-    lines = [ln.text for ln in render_lines(records, environment, config, report_name)]
-    lines += [DATA_BEGIN, _data_block(records, environment), DATA_END, ""]
-    return "\n".join(lines)
+    """The write-up's Markdown (its data: :func:`render_files`).  ``records`` are finalized
+    ClaimRecord.to_json() dicts."""
+    return render_files(records, environment, config, report_name)[0]
 
 
-# A data block larger than this keeps each claim's record compressed (zlib, then base64), so
-# that the file stays nearer what GitHub renders (its Markdown API refuses files over 400 KB);
-# a smaller one stays plain JSON.  (This repository's write-up is over it even so: 318 KB of
-# text a reader sees and a 146 KB compressed data block.)
-DATA_PLAIN_LIMIT = 64 * 1024
-
-
-def _data_block(records: list[dict], environment: dict) -> str:
+def _data_text(records: list[dict], environment: dict) -> str:
     """JSON, one claim a line (a re-render's diff shows which claims changed)."""
     def dump(x) -> str:
-        # "--" may not appear inside an HTML comment; JSON escapes keep the text readable back.
-        return json.dumps(x, sort_keys=True, ensure_ascii=False).replace("--", "-\\u002d")
+        return json.dumps(x, sort_keys=True, ensure_ascii=False)
     claims = sorted(records, key=claim_order)
-    entries = [(dump(r["nodeid"]), dump(stored(r, environment))) for r in claims]
-    if sum(len(v) for _, v in entries) > DATA_PLAIN_LIMIT:
-        entries = [(dump(r["nodeid"]), dump(_pack(stored(r, environment)))) for r in claims]
-    body = ",\n".join(f"{k}: {v}" for k, v in entries)
+    body = ",\n".join(f"{dump(r['nodeid'])}: {dump(stored(r, environment))}" for r in claims)
     return (f'{{"format": {FORMAT_VERSION}, "environment": {dump(environment)},\n"claims": {{\n'
-            + body + ("\n" if body else "") + "}}")
-
-
-def _pack(record: dict) -> str:
-    raw = json.dumps(record, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    return "zlib:" + base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
+            + body + ("\n" if body else "") + "}}\n")
 
 
 def _unpack(path: Path, nodeid: str, entry):
+    """A claim of an embedded data block (format 2) as it was kept: above 64 KiB compressed."""
     if not (isinstance(entry, str) and entry.startswith("zlib:")):
         return entry
     try:
@@ -477,8 +486,17 @@ def split(text: str) -> tuple[list[str], str | None]:
     return visible, text[start + len(DATA_BEGIN):end]
 
 
+def data_digest(data: dict) -> str:
+    """The sha256 the Markdown names its data by: of the data's JSON in one canonical spelling,
+    so that what a checkout does to a text file (line endings) does not part the two files, and
+    any change of a value does."""
+    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 def read(path: Path) -> dict:
-    """A write-up: {"environment", "claims": {nodeid: record}, "lines": visible lines, "trailer"}."""
+    """A write-up and its data: {"environment", "claims": {nodeid: record}, "lines": visible
+    lines, "trailer": text after the data line, "data_path": the data file (None: embedded)}."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -491,30 +509,89 @@ def read(path: Path) -> dict:
         raise WriteupError(f"{path}: no '{DATA_BEGIN}' block: not a write-up made by --dumpref-report")
     if block == "":
         raise WriteupError(f"{path}: the data block is not closed (truncated write-up?)")
-    try:
-        data = json.loads(block)
-    except json.JSONDecodeError as e:
-        raise WriteupError(f"{path}: the data block is not valid JSON ({e})") from None
-    if isinstance(data, dict) and data.get("format") == 1:
-        raise WriteupError(f"{path}: a write-up of format 1 (an older pytest-dumpref), whose data block "
-                           "holds too little to check every line: render it again whole with "
-                           f"--dumpref-report={path}")
-    if not isinstance(data, dict) or data.get("format") != FORMAT_VERSION or not isinstance(data.get("claims"), dict) \
-            or not isinstance(data.get("environment"), dict):
-        raise WriteupError(f"{path}: the data block is not a dumpref write-up of format {FORMAT_VERSION}")
+    data_path = None
+    if block.startswith("\n"):   # format 2: the data embedded in the comment
+        data = _parse(path, block, "the data block")
+        if isinstance(data, dict) and data.get("format") == 1:
+            raise WriteupError(f"{path}: a write-up of format 1 (an older pytest-dumpref), whose data block "
+                               "holds too little to check every line: render it again whole with "
+                               f"--dumpref-report={path}")
+        _check_format(path, data, EMBEDDED_FORMAT, "the data block")
+    else:
+        m = _DATA_LINE.fullmatch(DATA_BEGIN + block + DATA_END)
+        if m is None:
+            raise WriteupError(f"{path}: its last comment, {(DATA_BEGIN + block + DATA_END)[:120]!r}, is not the "
+                               f"line that names its data (`{DATA_BEGIN} NAME{DATA_SUFFIX} sha256=HEX {DATA_END}`)")
+        data_path = path.parent / m["name"]
+        data = _read_data(path, data_path, m["sha"])
     for nodeid in list(data["claims"]):
         claim = data["claims"][nodeid] = _unpack(path, nodeid, data["claims"][nodeid])
         if isinstance(claim, dict):
             claim.setdefault("environment", data["environment"])
-        _check_claim_entry(path, nodeid, claim)
+        _check_claim_entry(data_path or path, nodeid, claim)
     data["lines"] = lines
     data["trailer"] = text[text.rfind(DATA_END) + len(DATA_END):]
+    data["data_path"] = data_path
     return data
 
 
+def _parse(path: Path, text: str, what: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise WriteupError(f"{path}: {what} is not valid JSON ({e})") from None
+
+
+def _check_format(path: Path, data, version: int, what: str) -> None:
+    if not isinstance(data, dict) or data.get("format") != version or not isinstance(data.get("claims"), dict) \
+            or not isinstance(data.get("environment"), dict):
+        raise WriteupError(f"{path}: {what} is not a dumpref write-up of format {version}")
+
+
+def _read_data(path: Path, data_path: Path, sha: str) -> dict:
+    """The data file the Markdown names, checked to be the one it was rendered with."""
+    try:
+        raw = data_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WriteupError(f"{path}: its data is in {data_path}, which does not exist: a write-up and its "
+                           f"data file go together (commit, copy and move both; or render both again with "
+                           f"--dumpref-report={path})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise WriteupError(f"{data_path}: cannot read the data of {path}: {e}") from None
+    data = _parse(data_path, raw, "the write-up's data")
+    _check_format(data_path, data, FORMAT_VERSION, "the file")
+    digest = data_digest(data)
+    if digest != sha:
+        raise WriteupError(
+            f"{path} and {data_path} do not belong together: {path.name} was rendered with data of sha256 "
+            f"{sha[:16]}…, and {data_path.name} holds data of sha256 {digest[:16]}… (one changed, or was "
+            f"committed, without the other{_interrupted(path, data_path, sha, digest)}); render both again with "
+            f"--dumpref-report={path}")
+    return data
+
+
+def _interrupted(path: Path, data_path: Path, sha: str, digest: str) -> str:
+    """What a write interrupted between its two files left beside them (see session.write_report)."""
+    found = []
+    for folder in sorted(path.parent.glob(f".{path.name}.dumpref-*")):
+        old, new = folder / "old-data", folder / "writeup"
+        if old.is_file():
+            try:
+                if data_digest(json.loads(old.read_text(encoding="utf-8"))) == sha:
+                    found.append(f"{old} is the data {path.name} was rendered with")
+            except (OSError, ValueError):
+                pass
+        if new.is_file():
+            m = _DATA_LINE.search(new.read_text(encoding="utf-8", errors="replace"))
+            if m and m["sha"] == digest:
+                found.append(f"{new} is the write-up {data_path.name} was rendered for")
+    return ("; a write was interrupted between the two: " + " and ".join(found) + ", either pair may be "
+            "moved into place") if found else ""
+
+
 def _check_claim_entry(path: Path, nodeid: str, claim) -> None:
-    """One claim of the data block has the shape the renderer reads: an edited or damaged entry
-    is named here, not met as a KeyError in the middle of the check."""
+    """One claim of the data has the shape the renderer reads: an edited or damaged entry is
+    named here, not met as a KeyError in the middle of the check."""
     def bad(what: str) -> WriteupError:
         return WriteupError(f"{path}: claim {nodeid!r} in the data block {what}")
     if not isinstance(claim, dict):

@@ -5,6 +5,7 @@ import json
 import re
 
 import pytest
+import writeup_files
 
 CLAIMS = '''
 import os
@@ -49,7 +50,7 @@ def rendered(pytester):
 
 
 def _edit(path, old, new, count=1):
-    """Replace the first ``count`` visible occurrences (never inside the data block); returns
+    """Replace the first ``count`` visible occurrences (never in the data line); returns
     the 1-based line of the first."""
     text = path.read_text()
     cut = text.index("<!-- dumpref-data")
@@ -127,11 +128,11 @@ def test_a_hand_added_claim_fails_the_check(rendered):
 
 def test_the_environment_table_is_checked(rendered):
     path = rendered.path / "writeup.md"
-    # a field of the machine edited by hand: the file no longer says what its data block says
+    # a field of the machine edited by hand: the file no longer says what its data says
     line = _edit(path, "| platform | cpu |", "| platform | tpu |")
     out = _check(rendered).stdout.str()
-    assert (f"line {line} (environment): differs: the file says '| platform | tpu |'; its data block "
-            "produced '| platform | cpu |'") in out
+    assert (f"line {line} (environment): differs: the file says '| platform | tpu |'; its data "
+            "(writeup.dumpref.json) produced '| platform | cpu |'") in out
     _edit(path, "| platform | tpu |", "| platform | cpu |")
     line = _edit(path, "| XLA_FLAGS | (not set) |", "| XLA_FLAGS | --xla_cpu_use_thunk_runtime=false |")
     out = _check(rendered).stdout.str()
@@ -184,14 +185,40 @@ def test_a_passing_check_names_the_values_nearest_their_tolerance(rendered, monk
     assert "nearest their tolerance" not in same      # nothing moved: nothing to name
 
 
-def test_an_edit_of_the_data_block_alone_fails(rendered):
+def test_an_edit_of_the_data_alone_fails_naming_both_files(rendered):
     path = rendered.path / "writeup.md"
-    text = path.read_text()
-    path.write_text(text.replace('"verdict": "fused"', '"verdict": "not fused"')
-                    if '"verdict": "fused"' in text else text.replace('"fused"]', '"not fused"]'))
-    assert path.read_text() != text
+    data = writeup_files.data_path(path)
+    data.write_text(data.read_text().replace('"fused"]', '"not fused"]'))
+    res = _check(rendered)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert ("writeup.md and writeup.dumpref.json do not belong together: writeup.md was rendered with data "
+            "of sha256 " in res.stderr.str()), res.stderr.str()
+
+
+def test_an_edit_of_the_data_and_of_its_hash_fails_on_the_line_it_renders(rendered):
+    path = rendered.path / "writeup.md"
+    writeup_files.edit_data(path, '"fused"]', '"not fused"]')
     out = _check(rendered).stdout.str()
-    assert "its data block produced '| mul -> sub | not fused |'" in out
+    assert "its data (writeup.dumpref.json) produced '| mul -> sub | not fused |'" in out, out
+
+
+def test_a_missing_data_file_is_an_error_naming_both_files(rendered):
+    path = rendered.path / "writeup.md"
+    data = writeup_files.data_path(path)
+    data.unlink()
+    res = _check(rendered)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "writeup.md: its data is in writeup.dumpref.json, which does not exist" in res.stderr.str(), res.stderr.str()
+
+
+def test_a_write_up_of_format_2_with_its_data_embedded_is_still_checked(rendered):
+    path = rendered.path / "writeup.md"
+    writeup_files.embed(path, compress=True)
+    assert '"test_claims.py::test_profit": "zlib:' in path.read_text()
+    assert _check(rendered).ret == 0
+    line = _edit(path, "| PJRT_Call_7 | 7 |", "| PJRT_Call_7 | 8 |")
+    out = _check(rendered).stdout.str()
+    assert f"line {line} (claim test_claims.py::test_profit): differs" in out
 
 
 def test_folded_evidence_renders_for_github(rendered):
@@ -220,15 +247,11 @@ def test_a_claim_can_keep_long_evidence_in_view_or_fold_short_evidence(pytester)
 
 def test_a_different_jax_version_is_named_first(rendered):
     path = rendered.path / "writeup.md"
-    text = path.read_text()
-    head, block = text.split("<!-- dumpref-data", 1)
     import jax
-    old = f'"jax": "{jax.__version__}"'
-    assert old in block
-    # as if the write-up came from another jax: both sides of the file say 0.0.1
-    head = head.replace(f"| jax | {jax.__version__} |", "| jax | 0.0.1 |").replace(
-        f"| jax / jaxlib | {jax.__version__} /", "| jax / jaxlib | 0.0.1 /")
-    path.write_text(head + "<!-- dumpref-data" + block.replace(old, '"jax": "0.0.1"'))
+    # as if the write-up came from another jax: both files say 0.0.1
+    writeup_files.edit_data(path, f'"jax": "{jax.__version__}"', '"jax": "0.0.1"')
+    path.write_text(path.read_text().replace(f"| jax | {jax.__version__} |", "| jax | 0.0.1 |").replace(
+        f"| jax / jaxlib | {jax.__version__} /", "| jax / jaxlib | 0.0.1 /"))
     res = rendered.runpytest("--dumpref-check=writeup.md", "-v")
     out = res.stdout.str()
     assert res.ret == 0, out
@@ -237,12 +260,12 @@ def test_a_different_jax_version_is_named_first(rendered):
     assert first < out.index("measured extra bytes written: 4198400")
 
 
-def test_the_data_block_keeps_one_claim_a_line(rendered):
-    text = (rendered.path / "writeup.md").read_text()
-    block = text[text.index("<!-- dumpref-data") + len("<!-- dumpref-data"):text.rindex("-->")]
-    data = json.loads(block)
-    assert list(data["claims"]) == ["test_claims.py::test_profit"]
-    assert sum(1 for ln in block.splitlines() if ln.startswith('"test_claims.py::test_profit"')) == 1
+def test_the_data_keeps_one_claim_a_line_beside_the_markdown(rendered):
+    md = rendered.path / "writeup.md"
+    assert md.read_text().splitlines()[-1].startswith("<!-- dumpref-data writeup.dumpref.json sha256=")
+    text = (rendered.path / "writeup.dumpref.json").read_text()
+    assert list(json.loads(text)["claims"]) == ["test_claims.py::test_profit"]
+    assert sum(1 for ln in text.splitlines() if ln.startswith('"test_claims.py::test_profit"')) == 1
 
 
 def test_a_long_line_is_shown_where_it_differs(rendered):
@@ -255,19 +278,3 @@ def test_a_long_line_is_shown_where_it_differs(rendered):
     path.write_text(text[:at] + "More wards." + text[at + len("More words."):])
     out = _check(rendered).stdout.str()
     assert "More wards." in out and "the file says '…" in out
-
-
-def test_a_large_data_block_is_kept_compressed_and_still_checked(pytester, monkeypatch):
-    # Above DATA_PLAIN_LIMIT each record is stored zlib-compressed: the same check applies.
-    # (pytester's runs are in this process, so the limit is lowered here, and put back after.)
-    import pytest_dumpref.writeup as w
-    monkeypatch.setattr(w, "DATA_PLAIN_LIMIT", 100)
-    pytester.makepyprojecttoml(PYPROJECT)
-    pytester.makepyfile(test_claims=CLAIMS)
-    pytester.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)
-    text = (pytester.path / "writeup.md").read_text()
-    assert '"test_claims.py::test_profit": "zlib:' in text
-    assert _check(pytester).ret == 0
-    line = _edit(pytester.path / "writeup.md", "| PJRT_Call_7 | 7 |", "| PJRT_Call_7 | 8 |")
-    out = _check(pytester).stdout.str()
-    assert f"line {line} (claim test_claims.py::test_profit): differs" in out

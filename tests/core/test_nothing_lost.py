@@ -1,6 +1,7 @@
 """--dumpref-report never destroys a write-up: it replaces the file and its figures only when
 the run completed, and a run of some claims updates those claims in place, keeping the rest."""
 import pytest
+import writeup_files
 
 CLAIM = '''
 import os
@@ -37,7 +38,7 @@ def snapshot(pytester):
 
 def test_the_write_up_has_its_figures(project):
     files = snapshot(project)
-    assert set(files) == {"w.md", "w.assets/test_a-plot-of-a.png", "w.assets/test_b-plot-of-b.png",
+    assert set(files) == {"w.md", "w.dumpref.json", "w.assets/test_a-plot-of-a.png", "w.assets/test_b-plot-of-b.png",
                           "w.assets/test_c-plot-of-c.png"}
     assert "| x | y |" in files["w.md"].decode()  # a figure's plotted data is evidence, shown folded or not
 
@@ -87,7 +88,9 @@ def test_a_narrowed_run_updates_its_claims_in_place(project, monkeypatch, narrow
     monkeypatch.delenv("VALUE_b")
     project.runpytest("--dumpref-report=docs/full.md")
     full = (project.path / "docs/full.md").read_text()
-    assert text.replace("w.assets", "full.assets").replace("w.md", "full.md") == full
+    assert text.replace("w.assets", "full.assets").replace("w.md", "full.md").replace(
+        "w.dumpref.json", "full.dumpref.json") == full
+    assert (project.path / "docs/w.dumpref.json").read_text() == (project.path / "docs/full.dumpref.json").read_text()
 
 
 def test_a_check_draws_figures_afresh_without_touching_the_committed_ones(project):
@@ -130,6 +133,7 @@ def test_a_file_that_is_not_a_write_up_is_never_overwritten(pytester):
 
 def test_a_narrowed_run_refuses_to_update_an_unreadable_write_up(project):
     path = project.path / "docs/w.md"
+    writeup_files.embed(path)
     path.write_text(path.read_text().replace('"format": 2', '"format": 1'))
     before = snapshot(project)
     res = project.runpytest("-k", "test_a", "--dumpref-report=docs/w.md")
@@ -139,4 +143,66 @@ def test_a_narrowed_run_refuses_to_update_an_unreadable_write_up(project):
     assert snapshot(project) == before
     # a full run renders it whole
     project.runpytest("--dumpref-report=docs/w.md").assert_outcomes(passed=3)
-    assert '"format": 2' in path.read_text()
+    assert writeup_files.data(path)["format"] == 3
+
+
+def test_an_exception_while_the_files_move_puts_the_old_pair_back(project, monkeypatch):
+    """The data moves first and the Markdown last; should the last move fail, the old data
+    and figures are put back: the write-up and its data still belong together."""
+    import os
+    before = snapshot(project)
+    real = os.replace
+
+    def failing(src, dst):
+        if os.fspath(dst).endswith("w.md"):
+            raise OSError("disk full")
+        return real(src, dst)
+    with monkeypatch.context() as m:   # pytester's own chdir is on the fixture: left alone
+        m.setattr(os, "replace", failing)
+        m.setenv("VALUE_a", "2")
+        res = project.runpytest("--dumpref-report=docs/w.md")
+    assert res.ret == pytest.ExitCode.INTERNAL_ERROR and "disk full" in res.stdout.str() + res.stderr.str()
+    assert snapshot(project) == before
+    assert not [p for p in (project.path / "docs").iterdir() if p.name.startswith(".")]
+    assert project.runpytest("--dumpref-check=docs/w.md").ret == 0
+
+
+# in the subprocess of the run only: its os.replace dies when the Markdown's turn comes
+KILL_BEFORE_THE_MARKDOWN = """
+import os
+
+real = os.replace
+
+def replace(src, dst):
+    if os.fspath(dst).endswith("w.md"):
+        os._exit(9)   # killed between the two files: no finally, no clean-up
+    return real(src, dst)
+
+os.replace = replace
+"""
+
+
+def test_a_write_killed_between_its_two_files_loses_nothing_and_says_what_to_move(project, monkeypatch):
+    """A process killed after the data moved and before the Markdown did: the old Markdown
+    stands, the new data beside it; the check refuses the mixed pair naming both files and the
+    folder that holds the other half of each pair, and either pair moved into place checks."""
+    docs = project.path / "docs"
+    old_md, old_data = (docs / "w.md").read_bytes(), (docs / "w.dumpref.json").read_bytes()
+    project.makeconftest(KILL_BEFORE_THE_MARKDOWN)
+    monkeypatch.setenv("VALUE_a", "2")
+    res = project.runpytest_subprocess("--dumpref-report=docs/w.md")
+    assert res.ret == 9
+    (project.path / "conftest.py").unlink()
+    assert (docs / "w.md").read_bytes() == old_md and (docs / "w.dumpref.json").read_bytes() != old_data
+    [left] = [p for p in docs.iterdir() if p.name.startswith(".w.md.dumpref-")]
+    assert (left / "old-data").read_bytes() == old_data          # nothing lost
+    res = project.runpytest("--dumpref-check=docs/w.md")
+    err = res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    assert "docs/w.md and docs/w.dumpref.json do not belong together" in err, err
+    assert f"docs/{left.name}/old-data is the data w.md was rendered with" in err, err
+    assert f"docs/{left.name}/writeup is the write-up w.dumpref.json was rendered for" in err, err
+    # roll forward: the new Markdown into place, and the new pair checks (with a's new value)
+    (left / "writeup").replace(docs / "w.md")
+    assert project.runpytest("--dumpref-check=docs/w.md").ret == 0
+

@@ -3,6 +3,7 @@ import json
 import re
 
 import pytest
+import writeup_files
 
 CLAIMS = '''
 import pytest, os
@@ -64,8 +65,7 @@ def _line(path, start):
 
 
 def data_block(path):
-    text = path.read_text()
-    return json.loads(text[text.rindex("<!-- dumpref-data") + len("<!-- dumpref-data"):text.rindex("-->")])
+    return writeup_files.data(path)
 
 
 def test_report_renders_passing_claims_and_lists_the_rest(project):
@@ -166,12 +166,12 @@ def test_check_accepts_a_measured_number_within_tolerance(project, monkeypatch):
 def test_a_tampered_number_fails_the_check_and_is_named(project):
     project.runpytest("--dumpref-report=writeup.md")
     path = project.path / "writeup.md"
-    path.write_text(path.read_text().replace('"value": 1048576', '"value": 1048577'))  # the data block
+    writeup_files.edit_data(path, '"value": 1048576', '"value": 1048577')  # the data, and its hash
     res = project.runpytest("--dumpref-check=writeup.md")
     out = res.stdout.str()
     line = _line(path, "| bytes |")
     assert (f"line {line} (claim test_claims.py::test_bytes): differs: the file says '| bytes | 1,048,576 B "
-            "(1.00 MiB) | exact |'; its data block produced '| bytes | 1,048,577 B (1.00 MiB) | exact |'") in out
+            "(1.00 MiB) | exact |'; its data (writeup.dumpref.json) produced '| bytes | 1,048,577 B (1.00 MiB) | exact |'") in out
     assert "dumpref check FAILED against writeup.md" in out and res.ret == pytest.ExitCode.TESTS_FAILED
 
 
