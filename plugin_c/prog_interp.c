@@ -665,11 +665,42 @@ void rt_strided_copy(size_t esize, int rank, const int64_t* dims, char* dst,
     memcpy(dst, src, esize);
     return;
   }
+  /* Merge dimensions that step through both arrays as one (a contiguous run, or a broadcast:
+   * stride 0 on both sides of the merge) and drop those of size 1, so a broadcast or a copy of
+   * rows becomes few long inner loops: memcpy, or one value stored along a row. */
+  int64_t cd[PROG_MAX_RANK], cds[PROG_MAX_RANK], css[PROG_MAX_RANK];
+  int cr = 0;
+  for (int d = 0; d < rank; d++) {
+    if (dims[d] == 1) continue;
+    if (cr > 0 && cds[cr - 1] == dst_strides[d] * dims[d] && css[cr - 1] == src_strides[d] * dims[d]) {
+      cd[cr - 1] *= dims[d];
+      cds[cr - 1] = dst_strides[d];
+      css[cr - 1] = src_strides[d];
+      continue;
+    }
+    cd[cr] = dims[d];
+    cds[cr] = dst_strides[d];
+    css[cr] = src_strides[d];
+    cr++;
+  }
+  if (cr == 0) {
+    memcpy(dst, src, esize);
+    return;
+  }
+  rank = cr;
+  dims = cd;
+  dst_strides = cds;
+  src_strides = css;
   int64_t idx[PROG_MAX_RANK] = {0};
   int inner = rank - 1;
   int64_t len = dims[inner], ds = dst_strides[inner], ss = src_strides[inner];
   for (;;) {
-    switch (esize) {  /* the inner loop, by element size, so the compiler can tighten it */
+    if (ds == 1 && ss == 1) {
+      memmove(dst, src, (size_t)len * esize);
+    } else if (ds == 1 && ss == 0 && esize == 4) {
+      uint32_t v = LD(uint32_t, src, 0);
+      for (int64_t i = 0; i < len; i++) ST(uint32_t, dst, i, v);
+    } else switch (esize) {  /* the inner loop, by element size, so the compiler can tighten it */
       case 4:
         for (int64_t i = 0; i < len; i++) ST(uint32_t, dst, i * ds, LD(uint32_t, src, i * ss));
         break;
