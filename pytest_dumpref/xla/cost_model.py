@@ -51,8 +51,22 @@ shared with other tenants; pinned single thread):
   100-140 us of them (the in-place multiply it prices at 55-60 us, the broadcast at 55-100).
   The bytes at one stream's bandwidth predict 110-160 us.  The program-level extra that the
   timing worker measures was 215-370 us (load average 6-12): 60-200 us more than the sum of
-  the kernels' differences, in no kernel's profiled time.  That remainder is not modelled
-  here, and the model's prediction of the extra is short by it.
+  the kernels' differences under jax's profiler.  Sampled instead (perf, cpu-clock at 4 kHz,
+  6,000 calls of each variant in a pinned process after its compile, load average 7), the
+  difference is in the kernels, not around them: XLA's loop kernels (perf's JIT code) took
+  83 us a call fused and 318 unfused (the model: 59 and 237), while the runtime, the
+  allocator, the kernel and Python differed by under 20 us a call together; page faults
+  (perf stat: 0.6 a call more unfused) and context switches (2.2 a call, both) add nothing.
+  The loop kernels' memory is what the model under-prices, by about a third at that load;
+  the YNNPACK kernels' times moved by 40-90 us a call between two processes of the same
+  variant, which one sampled run each cannot resolve.  Not modelled yet.
+* Two speeds: the vector units of the machine this was measured on ran an AVX loop at two
+  speeds (70 us or 100-110 us over 16 KiB) in stretches of milliseconds to hundreds of
+  milliseconds, set by whatever shares the physical core; a scalar loop ran at one speed.
+  Compute rates and program times are therefore measured with each round's calls spread
+  over passes (``timing.TimingPlan.passes``), so that both are those of the fast stretches;
+  with all of a round's calls in a row, tanh's rate came out 448 ps an element in one run
+  and 262 in the next.
 * Dispatch: PJRT's CPU client runs a program with few flops on the calling thread, a larger
   one on its worker thread (a thread switch on one pinned core): two measured dispatch
   costs, chosen by the program's flops as XLA counts them (below 1,024: inline; ``x * 2``
