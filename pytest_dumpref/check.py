@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from . import kinds, measured
-from .writeup import MACHINE, Line
+from .writeup import Line
 
 MAX_REPORTED = 40
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*)?\.?\d+(?:[eE][-+]?\d+)?")
@@ -218,7 +218,7 @@ class Result:
     differences: list[Difference]
     accepted: list[tuple[str, str, str]]      # measured values within tolerance, machine, RUN_TO_RUN
     margins: list[Margin]                     # measured values that changed, most of their tolerance used first
-    inconclusive: list = None                 # Inconclusive: measured values the noise could not decide
+    inconclusive: list | None = None          # Inconclusive: measured values the noise could not decide
 
     def closest(self, n: int = 5) -> list[Margin]:
         """The ``n`` measured values that came nearest to failing: the ones to watch, or to
@@ -312,11 +312,11 @@ def compare_values(nodeid: str, written: dict, record: dict,
     return problems
 
 
-def machine_differences(written_env: dict, env: dict) -> list[str]:
-    """The fields of the machine on which the write-up and this run differ, jax first."""
-    keys = sorted(MACHINE, key=lambda k: (k not in ("jax", "jaxlib"), MACHINE.index(k)))
+def machine_differences(written_env: dict, env: dict, machine: tuple[str, ...]) -> list[str]:
+    """The fields of the machine (in the environment table's order) on which the write-up and
+    this run differ."""
     return [f"{k}: write-up {written_env.get(k)!r}, this run {env.get(k)!r}"
-            for k in keys if written_env.get(k) != env.get(k)]
+            for k in machine if written_env.get(k) != env.get(k)]
 
 
 # -- which claims a run covers -------------------------------------------------------------

@@ -155,7 +155,7 @@ class ClaimRecord:
     nodeid: str
     text: str
     section: str
-    provenance: Provenance
+    provenance: Provenance | None
     title: str = ""
     finding: str | None = None        # the claim's line in the write-up's findings, {number} placeholders
     evidence: Evidence = field(default_factory=Evidence)

@@ -1,12 +1,14 @@
-"""``[tool.dumpref]`` in pyproject.toml: title, sections (which are also the study markers),
-where the claims live, default tolerances."""
+"""``[tool.dumpref]`` in pyproject.toml: title, sections (which are also the section markers)
+and the word for one (``section_word``, "study"), where the claims live, default tolerances."""
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .measured import Rule
+from .provenance import CORE_FIELDS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,7 +38,12 @@ class DumprefConfig:
     default_tolerances: dict[str, float] = field(default_factory=dict)  # unit -> relative tolerance
     measured: Rule = field(default_factory=Rule)            # how the check judges measured values
     benchmark_tolerance: float | None = None                # pytest-benchmark claims: None = by noise
+    section_word: str = "study"                             # what the write-up calls a section
     source: str = "(defaults)"
+    # Set by the plugin from its extensions (pytest_dumpref.hookspec), not by [tool.dumpref]:
+    # the environment table's rows, (name, rule, rank), and what a claim's evidence folders hold.
+    environment_fields: list = field(default_factory=lambda: list(CORE_FIELDS))
+    evidence_folders: str | None = None
 
     def tolerance_for(self, unit: str | None, declared: float | None) -> float | None:
         if declared is not None:
@@ -58,13 +65,17 @@ def load(pyproject: Path | None) -> DumprefConfig:
         raise ConfigError(f"{pyproject}: not valid TOML: {e}") from None
     raw = data.get("tool", {}).get("dumpref", {})
     known = {"title", "intro", "intro_file", "sections", "section_titles", "section_intros",
-             "default_tolerances", "claims", "setup", "measured", "benchmark_tolerance"}
+             "default_tolerances", "claims", "setup", "measured", "benchmark_tolerance", "section_word"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{pyproject}: [tool.dumpref] has unknown keys {unknown}; known: {sorted(known)}")
-    for key in ("title", "intro", "intro_file", "setup"):
+    for key in ("title", "intro", "intro_file", "setup", "section_word"):
         if key in raw and not isinstance(raw[key], str):
             raise ConfigError(f"{pyproject}: [tool.dumpref] {key} must be a string, got {raw[key]!r}")
+    word = raw.get("section_word", "study")
+    if not word.strip() or "\n" in word or word != word.strip():
+        raise ConfigError(f"{pyproject}: [tool.dumpref] section_word must be one word or phrase on one line "
+                          f"(\"study\", \"part\"), got {word!r}")
     for key in ("section_titles", "section_intros", "default_tolerances"):
         if key in raw and not isinstance(raw[key], dict):
             raise ConfigError(f"{pyproject}: [tool.dumpref] {key} must be a table "
@@ -108,15 +119,16 @@ def _measured_rule(pyproject: Path, raw) -> Rule:
     if unknown:
         raise ConfigError(f"{pyproject}: [tool.dumpref.measured] has unknown keys {unknown}; known: "
                           f"{sorted(default.__dataclass_fields__)}")
-    limits = {"sigmas": (0, None), "floor": (0, None), "resolution": (1, None), "reruns": (0, 20)}
+    lows = {"sigmas": 0, "floor": 0, "resolution": 1, "reruns": 0}
     for key, value in raw.items():
-        low, high = limits[key]
+        low = lows[key]
         ok = not isinstance(value, bool) and isinstance(value, (int, float)) and value > low if key != "floor" \
             else not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
         if key == "reruns":
-            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 20
         if not ok:
             bound = {"sigmas": "a number > 0", "floor": "a relative number >= 0",
                      "resolution": "a factor > 1", "reruns": "a whole number from 0 to 20"}[key]
             raise ConfigError(f"{pyproject}: [tool.dumpref.measured] {key} = {value!r} must be {bound}")
-    return Rule(**{k: (int(v) if k == "reruns" else float(v)) for k, v in raw.items()})
+    values: dict[str, Any] = {k: (int(v) if k == "reruns" else float(v)) for k, v in raw.items()}
+    return Rule(**values)

@@ -13,7 +13,7 @@ import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .measured import BOUND_SIGNS
 
@@ -73,6 +73,10 @@ class Out:
                 text += str(p)
         assert "\n" not in text, text
         self.lines.append(Line(text, self.claim, self.where, tuple(slots)))
+
+    def lines_of(self, texts: Iterable[str]) -> None:
+        for t in texts:
+            self.add(t)
 
     def text(self, block: str) -> None:
         for ln in block.split("\n"):

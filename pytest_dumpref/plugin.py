@@ -1,5 +1,10 @@
-"""pytest hooks only: options, markers, fixtures.  Each hands off to a domain object
-(``session.DumprefSession``), so the rules are testable without pytest.
+"""pytest hooks only: options, markers, the ``evidence`` fixture.  Each hands off to a domain
+object (``session.DumprefSession``), so the rules are testable without pytest.
+
+This is the core, and needs no compiler: the fixtures that compile (``dump``, ``unfused``,
+``timing``, ``pjrt_plugin``, ``pjrt_map``) and what jax says about the machine live in
+:mod:`pytest_dumpref.jax_fixtures`, registered below and speaking to the core through the
+hooks of :mod:`pytest_dumpref.hookspec`.
 
 Records travel as ``user_properties`` of the test reports (the channel junitxml uses),
 so under pytest-xdist they reach the controller, which alone writes the write-up.
@@ -16,8 +21,12 @@ import pytest
 
 from . import config as dumpref_config
 from .claims import ClaimError, Evidence, varies
-from .session import DumprefSession, MarkerError, parse_claim_marker, parse_provenance_marker
+from .session import DumprefSession, Machine, MarkerError, parse_claim_marker, parse_provenance_marker
 from .writeup import WriteupError
+
+# the compiler's fixtures and hooks: a plugin of their own (-p no:pytest_dumpref.jax_fixtures
+# leaves them out), imported here so that installing pytest-dumpref gives them
+pytest_plugins = ["pytest_dumpref.jax_fixtures"]
 
 _SESSION_KEY = pytest.StashKey[DumprefSession]()
 _RECORD_KEY = pytest.StashKey["object"]()
@@ -31,6 +40,28 @@ MARKERS = {
     "benchmark_tolerance": "benchmark_tolerance(rel): --dumpref-check compares this claim's pytest-benchmark "
                            "times within a relative tolerance instead of by their noise",
 }
+
+
+def pytest_addhooks(pluginmanager):
+    from . import hookspec
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def _machine(config) -> Machine:
+    """What the extensions say about the machine, through the hooks of hookspec.py."""
+    hook = config.hook
+
+    def rows(rootdir):
+        out: dict = {}
+        for r in reversed(hook.pytest_dumpref_environment(rootdir=rootdir)):  # first registered wins
+            out.update(r or {})
+        return out
+    return Machine(rows=rows, chip=lambda backend: hook.pytest_dumpref_chip(backend=backend),
+                   transient_options=frozenset(n for ns in hook.pytest_dumpref_transient_options() for n in ns or ()))
+
+
+def _extension_fields(config) -> list:
+    return [tuple(f) for fs in config.hook.pytest_dumpref_environment_fields() for f in fs or ()]
 
 
 def pytest_addoption(parser):
@@ -51,12 +82,15 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{name}: {doc}")
     try:
         cfg = dumpref_config.load(_pyproject(config))
+        cfg.environment_fields += _extension_fields(config)
+        cfg.evidence_folders = config.hook.pytest_dumpref_evidence_folders()
         config.stash[_SESSION_KEY] = DumprefSession(
-            cfg, config.rootpath, config.getoption("dumpref_report"), config.getoption("dumpref_check"))
+            cfg, config.rootpath, config.getoption("dumpref_report"), config.getoption("dumpref_check"),
+            _machine(config))
     except (dumpref_config.ConfigError, WriteupError) as e:
         raise pytest.UsageError(f"pytest-dumpref: {e}") from None
-    for name in cfg.sections:  # the sections of [tool.dumpref] are the study markers
-        config.addinivalue_line("markers", f"{name}: study: {cfg.section_title(name)} (a claim's section)")
+    for name in cfg.sections:  # the sections of [tool.dumpref] are markers too
+        config.addinivalue_line("markers", f"{name}: {cfg.section_word}: {cfg.section_title(name)} (a claim's section)")
     _enable_assertion_pass_hook(config)
     _quiet_benchmark_compare(config)
     _claims_for_study_markers(config, cfg)
@@ -190,7 +224,7 @@ def _record_benchmark(item, record) -> str | None:
         return None
     meta = getattr(bench, "stats", None)
     stats = getattr(meta, "stats", None)
-    if stats is None or not getattr(stats, "rounds", 0):
+    if meta is None or stats is None or not getattr(stats, "rounds", 0):
         return _benchmark_cannot_measure(item) or (
             "its evidence is a pytest-benchmark measurement and the benchmark did not run")
     n = stats.rounds
@@ -334,12 +368,6 @@ class _RunHooks:
             reporter.write_line(line, red=True, bold=True)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_benchmark_update_machine_info(config, machine_info):
-    from .provenance import benchmark_machine_info
-    machine_info.update(benchmark_machine_info())
-
-
 _NO_SAVED_RUN = pytest.StashKey[str]()
 _WARNING_FILTERS = pytest.StashKey[list]()
 _NO_FILES = "Can't compare. No benchmark files in "
@@ -378,67 +406,3 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     line = config.stash.get(_NO_SAVED_RUN, None)
     if line:
         terminalreporter.write_line(line)
-
-
-# ---- xla room fixtures (domain: pytest_dumpref.xla.dump.DumpSession) -------------------
-
-
-@pytest.fixture
-def _dump_session(tmp_path, evidence):
-    from .xla.dump import DumpSession
-    return DumpSession(tmp_path / "xla-dumps", evidence)
-
-
-@pytest.fixture
-def dump(_dump_session):
-    """dump(fn, *args, passes=".*", **compiler_options) -> Dump (every-pass XLA dump)."""
-    return _dump_session.dump
-
-
-@pytest.fixture
-def unfused(_dump_session):
-    """unfused(fn, *args, passes=[...], **compiler_options) -> Dump with those passes disabled."""
-    return _dump_session.unfused
-
-
-# ---- timing (domain: pytest_dumpref.timing) -------------------------------------------------
-
-
-@pytest.fixture
-def timing(evidence):
-    """timing(fn, *args, variants={name: compiler_options}, aa=True, **plan) -> TimingResult.
-
-    Times ``fn`` compiled once per variant in a pinned, single-threaded subprocess, in
-    interleaved rounds, with an A/A copy of the first variant, and records the per-call table
-    (each time with its noise) and the method as the claim's evidence.  State a difference
-    with its noise: ``evidence.number("extra", r.difference(a, b), noise=r.difference_noise(a, b))``."""
-    from .timing import time_variants
-
-    def run(fn, *args, variants, aa=True, **plan):
-        result = time_variants(fn, args, variants, aa=aa, **plan)
-        result.record(evidence)
-        return result
-    return run
-
-
-# ---- pjrt room fixtures (domain: pytest_dumpref.pjrt.build) -----------------------------
-
-
-@pytest.fixture(scope="session")
-def _pjrt_built(tmp_path_factory):
-    from .pjrt.build import build_plugin
-    return build_plugin(tmp_path_factory.mktemp("pjrt-plugin"))
-
-
-@pytest.fixture
-def pjrt_plugin(_pjrt_built, evidence):
-    """The freshly built PJRT plugin (path, build command, hash, cffi API, jax runner)."""
-    _pjrt_built.record(evidence)
-    return _pjrt_built
-
-
-@pytest.fixture(scope="session")
-def pjrt_map(_pjrt_built):
-    """The measured map of levels 1-3 (call order, knock-out needs), once per session."""
-    from .pjrt.pjrt_map import measure_map
-    return measure_map(_pjrt_built)

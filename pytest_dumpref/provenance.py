@@ -1,7 +1,10 @@
-"""What ran where: chip, backend, versions, XLA flags, commit.
+"""What ran where: the core's part of it (Python, the OS, the processor and its caches, the
+commit), with no compiler.
 
-Captured, never typed: the chip is read from the device the evidence came from (on CPU,
-the processor's model name, since jax calls every CPU just "cpu").
+Captured, never typed.  What a compiler knows (its platform, the chip behind a backend, its
+versions and flags) comes from the plugins implementing :mod:`pytest_dumpref.hookspec`: the
+jax one is :mod:`pytest_dumpref.jax_fixtures`.  Without one, the chip is the processor's model
+name.
 """
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ import functools
 import os
 import platform
 import subprocess
-import sys
 from pathlib import Path
 
 
@@ -23,20 +25,6 @@ def cpu_model_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
-
-
-@functools.lru_cache(maxsize=None)
-def observed_chip(backend: str | None = None) -> str:
-    """The chip behind ``backend`` (JAX's default backend when None)."""
-    import jax
-
-    name = backend or jax.default_backend()
-    if name == "cpu":
-        return cpu_model_name()
-    try:
-        return str(jax.devices(name)[0].device_kind)
-    except RuntimeError as e:  # backend not available in this process
-        return f"unavailable ({name}: {e})"
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -56,16 +44,6 @@ def git_state(root: Path, ignore: tuple[str, ...] = ()) -> dict:
     excludes = [f":(exclude){p}" for p in ignore]
     status = _git(root, "status", "--porcelain", "--", ".", *excludes) or ""
     return {"commit": commit, "dirty": bool(status)}
-
-
-@functools.lru_cache(maxsize=None)
-def _versions() -> dict:
-    import jax
-    import jaxlib
-    import numpy   # the claims' inputs are numpy arrays: its generators and printing are numpy's
-
-    return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", jaxlib.version.__version__),
-            "numpy": numpy.__version__}
 
 
 def cpu_caches(cpu: int) -> list:
@@ -98,28 +76,19 @@ def caches_text(cpu: int = 0) -> str:
     return ", ".join(parts) or "(not reported)"
 
 
-def environment(root: Path, ignore: tuple[str, ...] = ()) -> dict:
-    """The run's environment, for the write-up's table and every claim's provenance."""
-    import jax
+# The core's rows of the environment table: (name, rule, rank), as the hook
+# pytest_dumpref_environment_fields gives an extension's.
+CORE_FIELDS = [("python", "machine", 50), ("os", "machine", 60), ("cpu_count", "machine", 70),
+               ("caches", "machine", 80), ("commit", "varies", 100), ("dirty", "varies", 110)]
 
+
+def environment(root: Path, ignore: tuple[str, ...] = ()) -> dict:
+    """The core's rows of the run's environment (the write-up's table, every claim's provenance)."""
     env = {
-        "platform": jax.default_backend(),
-        "chip": observed_chip(None),
-        **_versions(),
         "python": platform.python_version(),
         "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
         "cpu_count": os.cpu_count(),
         "caches": caches_text(0),
-        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
     }
     env.update(git_state(root, ignore))
     return env
-
-
-def benchmark_machine_info() -> dict:
-    """What pytest-benchmark's machine_info gains (pytest_benchmark_update_machine_info)."""
-    import jax
-
-    return {"dumpref": {"chip": observed_chip(None), "platform": jax.default_backend(),
-                        **_versions(), "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
-                        "python_executable": sys.executable}}

@@ -11,12 +11,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import check, kinds, writeup
 from .claims import ClaimRecord, Provenance
 from .config import DEFAULT_SECTION, DumprefConfig
-from .provenance import environment, observed_chip
+from .provenance import cpu_model_name, environment
 
 PROVENANCE_KEYS = {"dtype", "shapes", "method", "chip"}
 CLAIM_SIGNATURE = "claim(text, *, title=None, section=None, finding=None)"
@@ -73,10 +75,21 @@ def _relative(path: Path, rootdir: Path) -> str:
         return str(path)
 
 
+@dataclass
+class Machine:
+    """What the core's extensions say about the machine (pytest_dumpref.hookspec; the plugin
+    asks them): the rows they add to the environment, the chip behind a backend, the observed
+    options that are temporary paths.  The defaults are the core's alone."""
+    rows: Callable[[Path], dict] = lambda rootdir: {}
+    chip: Callable[[str | None], str | None] = lambda backend: None
+    transient_options: frozenset = frozenset()
+
+
 class DumprefSession:
     def __init__(self, config: DumprefConfig, rootdir: Path, report: Path | None = None,
-                 check_against: Path | None = None):
+                 check_against: Path | None = None, machine: Machine | None = None):
         self.config = config
+        self.machine_hooks = machine or Machine()
         self.rootdir = Path(rootdir)
         self.report = Path(report) if report else None
         self.existing: dict | None = None       # the write-up --dumpref-report would replace
@@ -138,7 +151,7 @@ class DumprefSession:
         # A fixture that ran its evidence elsewhere (a subprocess with the PJRT plugin) says
         # which chip it saw; otherwise ask JAX about the backend the evidence names.
         backends = record.evidence.observed.get("backends") or [None]
-        chip = record.evidence.observed.get("chip") or observed_chip(backends[0])
+        chip = record.evidence.observed.get("chip") or self.machine_hooks.chip(backends[0]) or cpu_model_name()
         record.evidence.observed["chip"] = chip
         return [f"claim {record.nodeid} fails: {p}" for p in record.violations(chip)]
 
@@ -152,8 +165,9 @@ class DumprefSession:
         data["evidence"] = [kinds.lookup(i["kind"], record.nodeid).finalize(dict(i), run)
                             for i in data["evidence"]]
         opts = data["observed"].get("options")
-        if opts:  # where the dump went is a temporary folder: not provenance
-            data["observed"]["options"] = {k: v for k, v in opts.items() if k != "xla_dump_to"}
+        if opts:  # where a dump went is a temporary folder: not provenance
+            data["observed"]["options"] = {k: v for k, v in opts.items()
+                                           if k not in self.machine_hooks.transient_options}
         return data
 
     def _under_basetemp(self, path: Path) -> str | None:
@@ -174,7 +188,8 @@ class DumprefSession:
         """The run's environment, captured once per process: every record carries it, and
         capturing it runs git twice."""
         if self._environment is None:
-            self._environment = environment(self.rootdir, self._ignored_paths())
+            self._environment = {**environment(self.rootdir, self._ignored_paths()),
+                                 **self.machine_hooks.rows(self.rootdir)}
         return self._environment
 
     def _name(self, path: Path) -> str:
@@ -227,8 +242,10 @@ class DumprefSession:
                     self.problems.append(f"did not update {self.report}: {e}")
 
     def _check(self, narrowed: bool, covers) -> None:
-        written = self.written
-        name = self._name(self.check_path)
+        written, path = self.written, self.check_path
+        if written is None or path is None:
+            return
+        name = self._name(path)
         outcomes = {k: v["outcome"] for k, v in self.records.items()}
         if not narrowed:
             self.problems += check.missing_claims(written["claims"], outcomes, covers)
@@ -236,7 +253,7 @@ class DumprefSession:
                           for n, r in sorted(self.records.items())
                           if n not in written["claims"] and r["outcome"] == "passed"]
         env = self.environment()
-        self.machine = check.machine_differences(written["environment"], env)
+        self.machine = check.machine_differences(written["environment"], env, writeup.machine_fields(self.config))
         rule = self.config.measured
         result = self._compare(written, narrowed, covers, name)
         # A measured value whose comparison is inconclusive, or which is incompatible while
@@ -315,15 +332,18 @@ class DumprefSession:
             self.problems.append(f"did not update {self.report} in place: {self.existing_error}. "
                                  "Run every claim to render it whole, or name another file")
             return
-        name = self._name(self.report)
+        report = self.report
+        if report is None:
+            return
+        name = self._name(report)
         records, kept = self.merged(self.existing, narrowed, covers)
         if kept:
             self.notes.append(f"dumpref: {len(kept)} claims this run did not run are kept as the existing "
                               f"write-up has them: {', '.join(kept)}")
-        parent = self.report.parent
+        parent = report.parent
         parent.mkdir(parents=True, exist_ok=True)
-        assets = parent / writeup.assets_dir_name(self.report.name)
-        tmp = parent / f".{self.report.name}.dumpref-{os.getpid()}"
+        assets = parent / writeup.assets_dir_name(report.name)
+        tmp = parent / f".{report.name}.dumpref-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         (tmp / "assets").mkdir(parents=True)
         try:
@@ -347,12 +367,12 @@ class DumprefSession:
             text, data = writeup.render_files(records, self.environment(), self.config, name)
             (tmp / "writeup").write_text(text, encoding="utf-8")
             (tmp / "data").write_text(data, encoding="utf-8")
-            self._move_into_place(tmp, assets, n_figures > 0)
+            self._move_into_place(report, tmp, assets, n_figures > 0)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _move_into_place(self, tmp: Path, assets: Path, figures: bool) -> None:
-        sidecar = self.report.with_name(writeup.data_name(self.report.name))
+    def _move_into_place(self, report: Path, tmp: Path, assets: Path, figures: bool) -> None:
+        sidecar = report.with_name(writeup.data_name(report.name))
         had_data = sidecar.exists()
         if had_data:
             shutil.copyfile(sidecar, tmp / "old-data")
@@ -365,7 +385,7 @@ class DumprefSession:
             moved_assets = True
             if figures:
                 os.replace(tmp / "assets", assets)
-            os.replace(tmp / "writeup", self.report)
+            os.replace(tmp / "writeup", report)
         except BaseException:
             if moved_assets and (tmp / "old-assets").exists():
                 shutil.rmtree(assets, ignore_errors=True)

@@ -1,13 +1,15 @@
-"""Claim records -> a GitHub-flavoured Markdown write-up, and back.
+"""Claim records -> a GitHub-flavoured Markdown write-up and its data file, and back.
 
-The Markdown is for people; the data block at its end (an HTML comment holding JSON, one
-line per claim) holds every claim record whole, so that ``--dumpref-check`` can render the
-file again from it and from a fresh run, and so that a run of some claims can update them in
-place.  Rendering gives :class:`Line` objects: the text of a line and, for the parts of it
-that may legitimately differ between runs, :class:`Slot` spans saying how they may differ
-(a measured value within its tolerance, a field of the machine, a field declared in
-:data:`RUN_TO_RUN`).  Everything else on a line must come out identical.  Output is
-deterministic: records in file order, JSON keys sorted, nothing time-dependent.
+The Markdown is for people; its data file beside it (``writeup.dumpref.json``: JSON, one line
+per claim, named with its sha256 on the Markdown's last line) holds every claim record whole, so
+that ``--dumpref-check`` can render the file again from it and from a fresh run, and so that a
+run of some claims can update them in place.  Rendering gives :class:`Line` objects (see
+:mod:`pytest_dumpref.markdown`): the text of a line and, for the parts of it that may
+legitimately differ between runs, :class:`Slot` spans saying how they may differ (a measured
+value within its tolerance, a field of the machine, a field declared in :data:`RUN_TO_RUN`).
+Everything else on a line must come out identical.  Each item of evidence is rendered by its
+kind (:mod:`pytest_dumpref.kinds`).  Output is deterministic: records in file order, JSON keys
+sorted, nothing time-dependent.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from .markdown import (EVIDENCE_DIR, Line, Out, Slot, Var, anchor, asset_name, a
 # the names other modules (and projects) use from here; they live in markdown and kinds now
 __all__ = ["Line", "Slot", "Var", "anchor", "asset_name", "assets_dir_name", "bound_text", "evidence_dir",
            "format_number", "measured_text", "noise_text", "percent", "prose", "EVIDENCE_DIR",
-           "render", "render_lines", "read", "readable_body", "WriteupError", "RUN_TO_RUN", "MACHINE"]
+           "render", "render_lines", "read", "readable_body", "WriteupError", "RUN_TO_RUN"]
 
 # The write-up's data (every claim's record whole) is a JSON file beside it, named on the
 # Markdown's last line: ``<!-- dumpref-data writeup.dumpref.json sha256=... -->``.  Up to
@@ -55,9 +57,18 @@ RUN_TO_RUN = {
     "counts a run chooses": "a table cell recorded with claims.varies (a benchmark's rounds), shown "
                             "and not compared",
 }
-# Fields of the machine a run is made on.  A stranger re-proves on their own machine: a
-# difference is reported side by side, before any number, and is not a failure.
-MACHINE = ("chip", "platform", "os", "cpu_count", "caches", "python", "jax", "jaxlib", "numpy")
+
+
+def environment_fields(config: DumprefConfig) -> list[tuple[str, str, int]]:
+    """The environment table's rows, (name, rule, rank), in the order of their rank: the core's
+    and those of the extensions (pytest_dumpref.hookspec).  A row's rule "machine" marks a fact
+    of the machine a run is made on: a stranger re-proves on their own machine, so a difference
+    there is reported side by side, before any number, and is not a failure."""
+    return sorted(config.environment_fields, key=lambda f: f[2])
+
+
+def machine_fields(config: DumprefConfig) -> tuple[str, ...]:
+    return tuple(name for name, rule, _ in environment_fields(config) if rule == "machine")
 
 
 class WriteupError(ValueError):
@@ -134,8 +145,10 @@ def _provenance_rows(rec: dict) -> list[tuple[str, Any]]:
             ("dtype", cell_text(prov.get("dtype"))),
             ("shapes", cell_text(_shapes_text(prov.get("shapes")))),
             ("method", cell_text(prov.get("method"))),
-            ("jax / jaxlib", Var(cell_text(f"{env.get('jax')} / {env.get('jaxlib')}"), "machine",
-                                 what="jax / jaxlib"))]
+            ]
+    if "jax" in env:  # an environment the jax extension filled (pytest_dumpref.jax_fixtures)
+        rows.append(("jax / jaxlib", Var(cell_text(f"{env.get('jax')} / {env.get('jaxlib')}"), "machine",
+                                         what="jax / jaxlib")))
     opts = obs.get("options")
     if opts:
         rows.append(("compiler options", cell_text(", ".join(f"{k}={v}" for k, v in sorted(opts.items())))))
@@ -179,7 +192,7 @@ def _findings(out: Out, sections: list, config: DumprefConfig) -> None:
         out.blank()
 
 
-def _evidence(out: Out, rec: dict, report_name: str, skip_notes: set = frozenset(),
+def _evidence(out: Out, rec: dict, report_name: str, skip_notes: frozenset | set = frozenset(),
               said: dict | None = None) -> None:
     """A claim's evidence, each item rendered by its kind: first each kind's head (the numbers
     table), then the items in the order they were recorded.  ``skip_notes``: texts said once at
@@ -283,7 +296,7 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
         common = set.intersection(*(set(_row_key(x) for x in v) for v in rows.values()))
         head = [x for x in rows[rs[0]["nodeid"]] if _row_key(x) in common]
         if head:
-            _provenance_table(out, "of every claim in this study", head)
+            _provenance_table(out, f"of every claim in this {config.section_word}", head)
             out.blank()
         # a note every claim of the study records (what a shared fixture says) is said once, here
         shared = _said_by_all(rs)
@@ -300,7 +313,7 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
             own = [x for x in rows[r["nodeid"]] if _row_key(x) not in common]
             if own:  # one line: what differs from the study's provenance
                 out.blank()
-                pieces: list = ["*Provenance of this claim, where it differs from the study's:* "]
+                pieces: list = [f"*Provenance of this claim, where it differs from the {config.section_word}'s:* "]
                 for k, (name, value) in enumerate(own):
                     pieces += (["; "] if k else []) + [f"**{name}** ", value]
                 out.add(*pieces)
@@ -376,10 +389,8 @@ def _environment(out: Out, records, environment: dict, config: DumprefConfig, re
     out.blank()
     out.add("| environment | of the run that wrote this file |")
     out.add("|---|---|")
-    for k in ("chip", "platform", "jax", "jaxlib", "numpy", "python", "os", "cpu_count", "caches", "XLA_FLAGS",
-              "commit", "dirty"):
+    for k, rule, _ in environment_fields(config):
         text = cell_text(environment.get(k)) or "(not set)"  # an empty cell read as a rendering fault
-        rule = "machine" if k in MACHINE else "varies" if k in RUN_TO_RUN else None
         out.add(f"| {k} | ", Var(text, rule, what=k) if rule else text, " |")
     out.blank()
     setup = ""
@@ -396,7 +407,8 @@ def _environment(out: Out, records, environment: dict, config: DumprefConfig, re
             "file afresh and compares it line by line, each number as the column beside it says "
             "(exact, a tolerance, a bound, or measured and judged by its noise). Under each claim, `Reproduce:` re-runs that claim alone against this file, "
             "prints each of its numbers beside the write-up's, and leaves the claim's evidence "
-            f"(dump folders) in a folder of its own under `{EVIDENCE_DIR}/`, at the paths shown "
+            f"{f'({config.evidence_folders}) ' if config.evidence_folders else ''}in a folder of its own "
+            f"under `{EVIDENCE_DIR}/`, at the paths shown "
             "with its files. Re-render this file with "
             f"`{reprove_command(records, config, report_name, 'dumpref-report')}`.")
     out.blank()

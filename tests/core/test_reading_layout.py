@@ -3,7 +3,9 @@ folds, and how numbers read.  Records go straight to writeup.render (no pytest r
 rule is shown on the smallest record that exercises it."""
 from __future__ import annotations
 
+from pytest_dumpref import jax_fixtures
 from pytest_dumpref.config import DumprefConfig
+from pytest_dumpref.provenance import CORE_FIELDS
 from pytest_dumpref.writeup import format_number, readable_body, render
 
 ENV = {"chip": "AMD EPYC", "platform": "cpu", "jax": "0.10.2", "jaxlib": "0.10.2"}
@@ -17,6 +19,8 @@ def _record(evidence: list[dict], name: str = "test_one") -> dict:
 
 
 def _render(evidence: list[dict], **config) -> str:
+    # the environment's rows as the plugin gives them with its jax extension registered
+    config.setdefault("environment_fields", CORE_FIELDS + jax_fixtures.FIELDS)
     return render([_record(evidence)], ENV, DumprefConfig(**config)).split("<!-- dumpref-data")[0]
 
 
