@@ -135,7 +135,7 @@ typedef enum {
   /* others */
   OP_DOT, OP_REDUCE, OP_REDUCE_GENERIC, OP_REDUCE_WINDOW, OP_CONVOLUTION, OP_SORT, OP_CALL,
   OP_WHILE, OP_CASE, OP_IF, OP_IDENTITY, OP_RNG_BIT_GENERATOR,
-  OP_TRIANGULAR_SOLVE,
+  OP_TRIANGULAR_SOLVE, OP_CHOLESKY, OP_FFT,
   OP_LINALG,  /* the custom calls Qr (iarg 0) and ProductOfElementaryHouseholderReflectors (1) */
 } prog_opcode;
 
@@ -288,6 +288,12 @@ int rt_linalg(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* 
               void** vals);
 int rt_triangular_solve(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args,
                         void** vals);
+/* Cholesky factors of a batch of Hermitian positive definite matrices (iarg: lower) */
+int rt_cholesky(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args,
+                void** vals);
+/* FFT, IFFT, RFFT, IRFFT (iarg) over the last np[0] dimensions, lengths p[0] (prog_ops_fft.c) */
+int rt_fft(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args, void** vals);
+enum { PROG_FFT = 0, PROG_IFFT = 1, PROG_RFFT = 2, PROG_IRFFT = 3 };
 /* rng_bit_generator: new state and bits as XLA:CPU computes them (prog_ops_rng.c) */
 int rt_rng(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args, void** vals);
 int rt_misc(run_ctx* r, const prog_insn* in, const prog_shape* a, void* const* args, void* o);

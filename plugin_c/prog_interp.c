@@ -1218,6 +1218,8 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
     case OP_RNG_BIT_GENERATOR: code = rt_rng(r, f, in, argv, vals); break;
     case OP_LINALG: code = rt_linalg(r, f, in, argv, vals); break;
     case OP_TRIANGULAR_SOLVE: code = rt_triangular_solve(r, f, in, argv, vals); break;
+    case OP_CHOLESKY: code = rt_cholesky(r, f, in, argv, vals); break;
+    case OP_FFT: code = rt_fft(r, f, in, argv, vals); break;
     default: code = elementwise(r, in, a, argv, o); break;
   }
   if (argv != args) free(argv);

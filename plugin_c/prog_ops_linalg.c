@@ -9,6 +9,7 @@
  * columns, which changes only the rounding), in double, on any float type, over leading batch
  * dimensions.
  */
+#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,5 +142,69 @@ int rt_triangular_solve(run_ctx* r, const prog_func* f, const prog_insn* in, voi
     for (int64_t i = 0; i < rows * cols; i++) rt_put(t, vals[in->out], b * rows * cols + i, x[i], 0, true);
   }
   free(T), free(x);
+  return PROG_OK;
+}
+
+/* Element i of a float or complex array as a double complex number. */
+static double complex get_c(prog_dtype t, const void* p, int64_t i) {
+  if (t == PROG_C64) return LD(float, p, 2 * i) + LD(float, p, 2 * i + 1) * I;
+  if (t == PROG_C128) return LD(double, p, 2 * i) + LD(double, p, 2 * i + 1) * I;
+  return rt_get_f(t, p, i);
+}
+
+static void put_c(prog_dtype t, void* p, int64_t i, double complex z) {
+  if (t == PROG_C64) {
+    ST(float, p, 2 * i, (float)creal(z));
+    ST(float, p, 2 * i + 1, (float)cimag(z));
+  } else if (t == PROG_C128) {
+    ST(double, p, 2 * i, creal(z));
+    ST(double, p, 2 * i + 1, cimag(z));
+  } else {
+    rt_put(t, p, i, creal(z), 0, true);
+  }
+}
+
+/* Cholesky: A = L L^H (lower) or U^H U (upper), reading only that triangle of A, as XLA
+ * does; the other triangle of the result is zero.  A matrix that is not positive definite (a
+ * pivot that is not > 0, or NaN) gives a matrix of NaNs, as XLA:CPU's does.  Computed in double
+ * (complex double for c64/c128) column by column (Cholesky-Banachiewicz), so f32 results are
+ * XLA's up to rounding. */
+int rt_cholesky(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* args,
+                void** vals) {
+  const prog_shape* as = &f->values[in->in[0]];
+  prog_dtype t = as->dtype;
+  int rank = as->rank;
+  bool lower = in->iarg != 0;
+  int64_t m = as->dims[rank - 1], batch = 1;
+  for (int d = 0; d < rank - 2; d++) batch *= as->dims[d];
+  double complex* L = malloc((size_t)(m * m + 1) * sizeof(double complex));
+  if (L == NULL) return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+  for (int64_t b = 0; b < batch; b++) {
+    const int64_t at = b * m * m;
+    bool ok = true;
+    for (int64_t i = 0; i < m * m; i++) L[i] = 0;
+    /* the lower triangle of A: A[i][j] (lower) or conj(A[j][i]) (from the upper triangle) */
+    for (int64_t j = 0; j < m && ok; j++) {
+      double complex d = lower ? get_c(t, args[0], at + j * m + j) : conj(get_c(t, args[0], at + j * m + j));
+      for (int64_t k = 0; k < j; k++) d -= L[j * m + k] * conj(L[j * m + k]);
+      double dr = creal(d);
+      if (!(dr > 0)) { ok = false; break; }
+      double pivot = sqrt(dr);
+      L[j * m + j] = pivot;
+      for (int64_t i = j + 1; i < m; i++) {
+        double complex s = lower ? get_c(t, args[0], at + i * m + j) : conj(get_c(t, args[0], at + j * m + i));
+        for (int64_t k = 0; k < j; k++) s -= L[i * m + k] * conj(L[j * m + k]);
+        L[i * m + j] = s / pivot;
+      }
+    }
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < m; j++) {
+        /* upper: U = L^H, U[i][j] = conj(L[j][i]) */
+        double complex z = !ok ? NAN + (rt_is_complex(t) ? NAN * I : 0)
+                         : lower ? L[i * m + j] : conj(L[j * m + i]);
+        put_c(t, vals[in->out], at + i * m + j, z);
+      }
+  }
+  free(L);
   return PROG_OK;
 }

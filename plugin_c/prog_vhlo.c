@@ -122,6 +122,8 @@ static const struct {
     {"get_dimension_size_v1", {"dimension"}},
     {"rng_bit_generator_v1", {"rng_algorithm"}},
     {"triangular_solve_v1", {"left_side", "lower", "unit_diagonal", "transpose_a"}},
+    {"cholesky_v1", {"lower"}},
+    {"fft_v1", {"fft_type", "fft_length"}},
     {"custom_call_v1", {"call_target_name", "has_side_effect", "backend_config", "api_version",
                         "called_computations", "operand_layouts", "result_layouts",
                         "output_operand_aliases"}},
@@ -281,7 +283,9 @@ bool attr_bool(vh* v, int i) {
 }
 
 /* A dense tensor attribute: shape, and its elements expanded from a splat when stored so.
- * Booleans are stored packed, one bit per element (a splat as a single 0x00/0xFF byte). */
+ * Booleans are stored packed, one bit per element (a splat as a single 0x00/0xFF byte).  A
+ * tensor of no elements may still be a splat of one element's bytes (MLIR folds constants into
+ * empty shapes so: jnp.spacing on an f16[0,3] compiles to a 2-byte splat). */
 const void* attr_tensor(vh* v, int i, prog_shape* shape) {
   bc_cursor c;
   if (attr_code(v, i, v->vhlo, &c) != VH_TENSOR)
@@ -293,6 +297,12 @@ const void* attr_tensor(vh* v, int i, prog_shape* shape) {
   int64_t n = prog_shape_elements(shape);
   size_t esize = prog_dtype_size(shape->dtype);
   uint8_t* out = prog_alloc(v->ctx, (size_t)n, esize);
+  if (n == 0) {
+    if (size != 0 && size != esize)
+      MALFORMED(v, "malformed program: tensor data of %llu bytes for 0 elements of %s",
+                (unsigned long long)size, prog_dtype_name(shape->dtype));
+    return out;
+  }
   if (shape->dtype == PROG_PRED) {
     if (size == 1 && n > 1) {
       memset(out, blob[0] ? 1 : 0, (size_t)n);

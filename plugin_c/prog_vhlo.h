@@ -19,7 +19,7 @@ typedef struct {
 #define MALFORMED(V, ...) prog_fail((V)->ctx, PROG_INVALID_ARGUMENT, __VA_ARGS__)
 
 enum { BUILTIN_DICT = 1, BUILTIN_STRING = 2, BUILTIN_FLAT_SYMBOL = 4 };
-enum { VH_ARRAY = 1, VH_BOOL = 2, VH_CMP_DIR = 3, VH_CMP_TYPE = 4, VH_DICT = 6, VH_FLOAT = 8,
+enum { VH_ARRAY = 1, VH_BOOL = 2, VH_CMP_DIR = 3, VH_CMP_TYPE = 4, VH_DICT = 6, VH_FFT_TYPE = 7, VH_FLOAT = 8,
        VH_INTEGER = 9, VH_PRECISION = 11, VH_RNG_ALGORITHM = 12, VH_STRING = 14, VH_TENSOR = 15, VH_TRANSPOSE = 16, VH_TYPE = 17 };
 
 /* The op being lowered, in the function (or region) being built. */

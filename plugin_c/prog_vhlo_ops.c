@@ -621,6 +621,50 @@ bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
     in->p[0][2] = attr_bool(v, need(v, op, "unit_diagonal"));
     in->p[0][3] = tr != 1;  /* TRANSPOSE or ADJOINT (the same on real numbers) */
     in->np[0] = 4;
+  } else if (strcmp(name, "cholesky_v1") == 0) {
+    expect_operands(L, 1);
+    const prog_shape* a = operand(L, 0);
+    if (!is_float(a->dtype) && !is_complex(a->dtype))
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a->dtype), v->op);
+    check(v, same_dims(a, &in->shape) && in->shape.dtype == a->dtype && a->rank >= 2 &&
+                 a->dims[a->rank - 1] == a->dims[a->rank - 2],
+          "cholesky takes square matrices and gives their type and shape");
+    in->op = OP_CHOLESKY;
+    in->iarg = attr_bool(v, need(v, op, "lower"));
+  } else if (strcmp(name, "fft_v1") == 0) {
+    expect_operands(L, 1);
+    const prog_shape* a = operand(L, 0);
+    uint64_t type = attr_enum(v, need(v, op, "fft_type"), VH_FFT_TYPE, "fft type");
+    check(v, type <= PROG_IRFFT, "fft_type is FFT, IFFT, RFFT or IRFFT");
+    int n = attr_dims(v, need(v, op, "fft_length"), in->p[0], PROG_MAX_RANK);
+    check(v, n >= 1 && n <= 3 && n <= a->rank && a->rank == in->shape.rank,
+          "fft over 1 to 3 of the operand's last dimensions");
+    bool c2c = type == PROG_FFT || type == PROG_IFFT;
+    prog_dtype ct = type == PROG_RFFT ? (a->dtype == PROG_F64 ? PROG_C128 : PROG_C64) : a->dtype;
+    prog_dtype rt = type == PROG_IRFFT ? (a->dtype == PROG_C128 ? PROG_F64 : PROG_F32) : ct;
+    if (c2c || type == PROG_IRFFT) {
+      if (a->dtype != PROG_C64 && a->dtype != PROG_C128)
+        UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a->dtype), v->op);
+    } else if (a->dtype != PROG_F32 && a->dtype != PROG_F64) {
+      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(a->dtype), v->op);
+    }
+    check(v, in->shape.dtype == rt, "fft result type");
+    int lead = a->rank - n;
+    for (int d = 0; d < lead; d++) check(v, a->dims[d] == in->shape.dims[d], "fft batch dims");
+    for (int k = 0; k < n; k++) {
+      int64_t len = in->p[0][k], ad = a->dims[lead + k], od = in->shape.dims[lead + k];
+      bool last = k == n - 1;
+      check(v, len >= 1, "fft lengths are positive");
+      /* the real side has the lengths; the complex side of RFFT/IRFFT has len/2+1 last */
+      int64_t half = len / 2 + 1;
+      bool ok = c2c ? ad == len && od == len
+              : type == PROG_RFFT ? ad == len && od == (last ? half : len)
+              : od == len && ad == (last ? half : len);
+      check(v, ok, "fft lengths and the operand's and result's dimensions");
+    }
+    in->np[0] = n;
+    in->op = OP_FFT;
+    in->iarg = (int)type;
   } else if (strcmp(name, "rng_bit_generator_v1") == 0) {
     /* the bits XLA:CPU gives (prog_ops_rng.c): a u64[2] state, unsigned integer results */
     expect_operands(L, 1);
