@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import kinds, measured
 from .writeup import Line
@@ -218,7 +218,7 @@ class Result:
     differences: list[Difference]
     accepted: list[tuple[str, str, str]]      # measured values within tolerance, machine, RUN_TO_RUN
     margins: list[Margin]                     # measured values that changed, most of their tolerance used first
-    inconclusive: list | None = None          # Inconclusive: measured values the noise could not decide
+    inconclusive: list = field(default_factory=list)  # Inconclusive: values the noise could not decide
 
     def closest(self, n: int = 5) -> list[Margin]:
         """The ``n`` measured values that came nearest to failing: the ones to watch, or to

@@ -195,14 +195,15 @@ class ClaimRecord:
 
     def _param_mismatches(self) -> list[str]:
         params = self.evidence.observed.get("params")
-        if not params or self.provenance.missing():
+        prov = self.provenance
+        if not params or prov is None or prov.missing():
             return []
         out = []
         seen_dtypes = {d for d, _ in params.values()}
-        for d in self.provenance.declared_dtypes():
+        for d in prov.declared_dtypes():
             if d not in seen_dtypes:
                 out.append(f"it declares dtype {d} but the program's parameters are {sorted(seen_dtypes)}")
-        shapes = self.provenance.shapes
+        shapes = prov.shapes
         if isinstance(shapes, dict):
             seen_shapes = {s for _, s in params.values()}
             for name, shape in shapes.items():
