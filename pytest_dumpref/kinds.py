@@ -277,7 +277,14 @@ class RenderContext:
 class Kind:
     """One kind of evidence.  Subclasses set ``name`` and implement :meth:`record` and
     :meth:`render`; the other methods have defaults that suit a kind which is rendered and
-    compared through its lines alone."""
+    compared through its lines alone.
+
+    Example, a built-in kind used directly (``evidence.table(...)`` records the same item)::
+
+        table = kinds.KINDS["table"]
+        item = {"kind": "table", **table.record("sizes", [{"array": "x", "bytes": 4096}])}
+        table.render(out, kinds.RenderContext(record, [item], "writeup.md", "claim-x", "X"), 0)
+    """
     name: ClassVar[str] = ""
     key: ClassVar[str | None] = None      # the field that names an item in messages
     unique: ClassVar[bool] = False        # whether that name may appear once per claim only

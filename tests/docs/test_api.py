@@ -34,6 +34,7 @@ OBJECTS = {
     ("pytest_dumpref.xla.fusion", "FusionDecision"): "`FusionDecision`: what the fusion pass decided",
     ("pytest_dumpref.pjrt.build", "BuiltPlugin"): "`BuiltPlugin`: the PJRT plugin, built freshly",
     ("pytest_dumpref.timing", "TimingResult"): "`TimingResult`: the timing fixture's result",
+    ("pytest_dumpref.kinds", "Kind"): "`Kind`: one kind of evidence",
 }
 
 
