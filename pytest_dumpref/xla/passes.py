@@ -21,15 +21,13 @@ import operator
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .dump import Dump, DumpError, LazyHloFile
 from .hlo import PRIMITIVE_BITS, parse_shape
-from .traffic import FREE_OPCODES
+from .traffic import OPCODE_RULES, RUNS_COMPUTATIONS, instruction_kernels
 
-# Instructions that move no data of their own: XLA's traffic accounting and ours skip them.
-_CONTROL_FLOW = frozenset({"while", "conditional", "call"})
 # A name's numeric suffix (``add.123`` -> ``add``; ``%`` is not a word character, so ``%add.1``
 # starts at a word boundary too; ``.`` cannot occur inside the name, so the run is greedy).
 _SUFFIX = re.compile(r"\b([A-Za-z_][\w\-]*)\.\d+\b")
@@ -60,6 +58,26 @@ def _array_bytes_of(element_type: str) -> int:
 
 
 _ELEMENT_BYTES = _element_bytes_text()
+
+
+def _kernels_text() -> str:
+    """What is a kernel, from traffic's opcode table (the one the walkers read): the opcodes
+    that move nothing, those that do so for some instructions (in the table's words), and
+    those that run computations instead (how often, in the table's words)."""
+    free = sorted(op for op, r in OPCODE_RULES.items() if r.moves_nothing is True)
+    sometimes = [r.words for r in OPCODE_RULES.values() if callable(r.moves_nothing)]
+    runs = {op: r.runs for op, r in OPCODE_RULES.items() if r.runs and r.runs.spill_style}
+    names = list(runs)
+    how_often = "; ".join(r.words for r in runs.values() if r.words)
+    return (
+        "Kernel: an instruction of the entry computation that runs code of its own and so reads "
+        "its operands from memory and writes its result; a fusion is one kernel. Not kernels: "
+        + ", ".join(free) + "".join(f", and {w}" for w in sometimes)
+        + f" A {', '.join(names[:-1])} or {names[-1]} is not itself a kernel: it runs the "
+        "kernels of the computations it calls, found by this same rule inside them (so their "
+        "parameters are not kernels either, and a kernel there reads its operands, the "
+        f"callee's parameters included, at their shapes): {how_often}. Such kernels are "
+        "named <call>/<instruction> (nested: <call>/<while>/<instruction>).")
 
 #
 # One entry per rule, in the order a reader needs them.  Each names what the code below does;
@@ -103,24 +121,7 @@ DEFINITIONS: dict[str, str] = {
         "computation of the same name without suffix on the other side: renamed. (4) Left "
         "over: added (later state) or removed (earlier state). Instructions changed = added + "
         "removed + rewritten; renamed ones are not counted."),
-    "kernels": (
-        "Kernel: an instruction of the entry computation that runs code of its own and so reads "
-        "its operands from memory and writes its result; a fusion is one kernel. Not kernels: "
-        + ", ".join(sorted(FREE_OPCODES)) + ", and a transpose that is a bitcast by XLA's "
-        "ShapeUtil::TransposeIsBitcast test: equal element types, and the transpose's "
-        "dimensions taken in the order of the result's minor-to-major layout give the "
-        "operand's minor-to-major layout (f32[4,4,128,64]{3,1,2,0} transpose(f32[4,128,4,64]"
-        "{3,2,1,0}), dimensions={0,2,1,3} is one). The operand's layout is that of the "
-        "instruction the transpose names as its operand, looked up by that name in the "
-        "transpose's own computation; a shape printed without a layout has the default one, "
-        "{n-1,...,1,0}. Only transpose gets that test: a copy or a reshape is a kernel whatever "
-        "its layouts (until a pass such as reshape-decomposer makes it a bitcast). A call, while or conditional is not itself a kernel: it runs the "
-        "kernels of the computations it calls, found by this same rule inside them (so their "
-        "parameters are not kernels either, and a kernel there reads its operands, the "
-        "callee's parameters included, at their shapes): a while body known_trip_count times "
-        "(once when its backend_config gives none), its condition once more; of a "
-        "conditional's branches the one XLA's rules give the most bytes. Such kernels are "
-        "named <call>/<instruction> (nested: <call>/<while>/<instruction>)."),
+    "kernels": _kernels_text(),
     "bytes": (
         "Bytes, spill-style: a kernel reads the whole of each operand slot (an operand used "
         "twice, as in multiply(x, x), is read twice) and writes the whole of its result; an "
@@ -178,7 +179,7 @@ class Figures:
         return len(self.kernels)
 
 
-def figures_of(module, memo: "_KernelMemo | None" = None) -> Figures:
+def figures_of(module, memo: _KernelMemo | None = None) -> Figures:
     """The figures of ``module``; ``memo`` carries kernel figures over from modules seen
     before (successive snapshots of one compile)."""
     return (memo or _KernelMemo()).figures(module)
@@ -200,13 +201,12 @@ class _KernelMemo:
         self._by_instruction: dict[tuple, tuple] = {}
 
     def figures(self, module) -> Figures:
-        from .traffic import instruction_kernels
         comp = module.entry
         operand = comp.instruction
         memo = self._by_instruction
         kernels: list = []
         for inst in comp.instructions:
-            if inst.opcode in _CONTROL_FLOW:
+            if inst.opcode in RUNS_COMPUTATIONS:
                 kernels.extend(_kernel_figures(k) for k in instruction_kernels(module, comp, inst))
                 continue
             key = (inst, *[operand(o) for o in inst.operands])
@@ -230,7 +230,7 @@ class Baseline:
     instructions: int
 
 
-def baseline_of(module, memo: "_KernelMemo | None" = None) -> Baseline:
+def baseline_of(module, memo: _KernelMemo | None = None) -> Baseline:
     f = figures_of(module, memo)
     return Baseline(f.bytes_read, f.bytes_written, len(_top_level(module)))
 
@@ -498,7 +498,7 @@ def _top_computations(module) -> list:
         comp = module.computations[name]
         order.append(comp)
         for inst in comp.instructions:
-            if inst.opcode in _CONTROL_FLOW:
+            if inst.opcode in RUNS_COMPUTATIONS:
                 todo.extend(inst.called)
     module.__dict__["_dumpref_top"] = order
     return order

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,16 +28,25 @@ import numpy as np
 from .hlo import HloComputation, HloModule, Instruction, Shape, wrapped_opcode
 
 __all__ = [
-    "KernelTraffic", "ModuleTraffic", "Discrepancy", "Allocation", "BufferValue",
-    "module_traffic", "xla_rule_bytes", "xla_float32_total", "xla_visit_order",
-    "parse_buffer_assignment", "trip_count",
+    "FREE_OPCODES",
+    "OPCODE_RULES",
+    "RUNS_COMPUTATIONS",
+    "Allocation",
+    "BufferValue",
+    "Discrepancy",
+    "KernelTraffic",
+    "ModuleTraffic",
+    "OpcodeRule",
+    "Runs",
+    "module_traffic",
+    "opcode_rule",
+    "parse_buffer_assignment",
+    "trip_count",
+    "xla_float32_total",
+    "xla_rule_bytes",
+    "xla_visit_order",
 ]
 
-# Instructions that name existing buffers (or order work) and run no kernel.
-FREE_OPCODES = frozenset({
-    "parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
-    "add-dependency", "domain", "opt-barrier", "partition-id", "replica-id",
-})
 # Size of a pointer in a tuple's index table, as the CPU client's shape-size function uses:
 # 8 bytes with jaxlib 0.9 to 0.11; the cost analysis of jaxlib 0.12 sizes it at 4 bytes
 # (measured: a tuple of two arrays is 16 bytes accessed with 0.10.2 and 0.11.0, 8 with 0.12.0.1;
@@ -236,13 +246,277 @@ def _leaf_sizes(shape: Shape) -> list:
     return out
 
 
-# Instructions HloCostAnalysis counts as touching no memory.
-_ZERO_RULE_OPCODES = frozenset({
-    "parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency",
-    "domain",
-})
+# ---- the opcode table: what each model does with an opcode ----------------------------------
+#
+# One entry per opcode that either model treats apart from the default (XLA: every leaf of the
+# output, then each operand; here: a kernel that reads its operands and writes its result).
+# Every walker reads it: the restated rules (_Rules), their float32 replay (_Float32Total), the
+# spill-style kernels and the reasons for differences (_Builder, _generic_reason), and the rule
+# prose of the write-up (passes.DEFINITIONS).  A new opcode with a rule of its own is one entry.
+
+@dataclass(frozen=True)
+class Runs:
+    """How an instruction runs computations of its own, whose amounts stand for its own.
+
+    ``computations(inst)``: their names, or None when this instruction runs none;
+    ``times(inst)``: how often each runs per execution here (default: once each);
+    ``xla_combines``: "sum" (XLA adds each computation's amount once, whatever the trips) or
+    "max" (XLA takes the heaviest; here the heaviest by XLA's rules runs, once);
+    ``spill_style``: the spill-style model walks them too (False: here the instruction is one
+    kernel); ``words``: how often they run, as the write-up states it (None: once)."""
+    computations: Callable[[Instruction], list | None]
+    times: Callable[[Instruction], list] | None = None
+    xla_combines: str = "sum"
+    spill_style: bool = True
+    words: str | None = None
+
+
+@dataclass(frozen=True)
+class OpcodeRule:
+    """One opcode in both byte models.
+
+    ``xla``: HloCostAnalysis' amount, as the terms XLA adds in float, given ``(rules,
+    computation, instruction)``; None: the default rule.  ``reason``: why XLA's count differs
+    from the spill-style one, in words (a string, printed after the opcode), or a function of
+    ``(walker, computation, instruction, nested)`` giving the whole text (None: the generic
+    one) where the words need the instruction.  ``moves_nothing``: it names buffers that exist
+    or orders work, so it runs no kernel here (True), or a test of ``(computation,
+    instruction)`` for the instructions of the opcode that do, stated by ``words`` for the
+    write-up.  ``runs``: the computations it runs (``Runs``)."""
+    xla: Callable | None = None
+    reason: str | Callable | None = None
+    moves_nothing: bool | Callable = False
+    runs: Runs | None = None
+    words: str | None = None
+
+    def runs_no_kernel(self, comp: HloComputation, inst: Instruction) -> bool:
+        if callable(self.moves_nothing):
+            return self.moves_nothing(comp, inst)
+        return self.moves_nothing
+
+
+def _operand(comp: HloComputation, inst: Instruction, i: int) -> Shape:
+    return comp.instruction(inst.operands[i]).shape
+
+
+def _zero(rules, comp, inst) -> list:
+    return [0]
+
+
+def _while_trips(inst: Instruction) -> list:
+    n = trip_count(inst)
+    n = 1 if n is None else n
+    return [n, n + 1]
+
+
 # Custom calls that only mark an outlinable block: XLA counts them as 0, any other as -1.
 _CALL_MARKERS = ('"__xla_internal_call_marker_before"', '"__xla_internal_call_marker_after"')
+_ZERO_MOVES_NOTHING = OpcodeRule(xla=_zero, moves_nothing=True)
+_READS_ONLY = "XLA counts only the elements it reads"
+
+OPCODE_RULES: dict[str, OpcodeRule] = {
+    # named buffers and ordering: nothing moves in either model
+    "parameter": _ZERO_MOVES_NOTHING,
+    "constant": _ZERO_MOVES_NOTHING,
+    "get-tuple-element": _ZERO_MOVES_NOTHING,
+    "bitcast": _ZERO_MOVES_NOTHING,
+    "after-all": _ZERO_MOVES_NOTHING,
+    "add-dependency": _ZERO_MOVES_NOTHING,
+    "domain": _ZERO_MOVES_NOTHING,
+    # no kernel here; XLA's default rule counts their result and operands
+    "opt-barrier": OpcodeRule(moves_nothing=True),
+    "partition-id": OpcodeRule(moves_nothing=True),
+    "replica-id": OpcodeRule(moves_nothing=True),
+    "tuple": OpcodeRule(  # only the index table is written
+        xla=lambda rules, comp, inst: [_xla_size(inst.shape)],
+        reason=lambda b, comp, inst, nested: "XLA counts the tuple's index table" if nested else (
+            f"tuple: XLA counts its index table ({_xla_size(inst.shape)} bytes); "
+            f"here a tuple only gathers pointers and runs no kernel"),
+        moves_nothing=True),
+    "transpose": OpcodeRule(
+        xla=lambda rules, comp, inst: [0] if is_bitcast_transpose(comp, inst)
+        else rules.default_terms(comp, inst),
+        moves_nothing=lambda comp, inst: is_bitcast_transpose(comp, inst),
+        words=(
+            "a transpose that is a bitcast by XLA's "
+            "ShapeUtil::TransposeIsBitcast test: equal element types, and the transpose's "
+            "dimensions taken in the order of the result's minor-to-major layout give the "
+            "operand's minor-to-major layout (f32[4,4,128,64]{3,1,2,0} transpose(f32[4,128,4,64]"
+            "{3,2,1,0}), dimensions={0,2,1,3} is one). The operand's layout is that of the "
+            "instruction the transpose names as its operand, looked up by that name in the "
+            "transpose's own computation; a shape printed without a layout has the default one, "
+            "{n-1,...,1,0}. Only transpose gets that test: a copy or a reshape is a kernel whatever "
+            "its layouts (until a pass such as reshape-decomposer makes it a bitcast).")),
+    "fusion": OpcodeRule(
+        xla=lambda rules, comp, inst: rules.fusion(inst)[1]["terms"],
+        reason=lambda b, comp, inst, nested: _fusion_reason(b.rules, comp, inst)),
+    "slice": OpcodeRule(
+        xla=lambda rules, comp, inst: [2 * _xla_size(inst.shape)],
+        reason=f"{_READS_ONLY}, not the whole operand"),
+    "dynamic-slice": OpcodeRule(  # the elements read, written, and the first start index
+        xla=lambda rules, comp, inst: [2 * _xla_size(inst.shape) + _xla_size(_operand(comp, inst, 1))],
+        reason=f"{_READS_ONLY} (and the first start index), not the whole operand"),
+    "dynamic-update-slice": OpcodeRule(
+        xla=lambda rules, comp, inst: [2 * _xla_size(_operand(comp, inst, 1))
+                                       + _xla_size(_operand(comp, inst, 2))],
+        reason="XLA counts the update only; the buffer is updated in place"),
+    "gather": OpcodeRule(
+        xla=lambda rules, comp, inst: [2 * _xla_size(inst.shape) + _xla_size(_operand(comp, inst, 1))],
+        reason=f"{_READS_ONLY} (and the indices), not the whole operand"),
+    "scatter": OpcodeRule(
+        xla=lambda rules, comp, inst: [rules.scatter_bytes(comp, inst)],
+        reason="XLA counts the updates three times (read, and the operand's elements read and "
+               "written in place) plus the indices, not the whole operand"),
+    "custom-call": OpcodeRule(
+        xla=lambda rules, comp, inst: [0] if inst.attrs.get("custom_call_target") in _CALL_MARKERS
+        else [-1],
+        reason="XLA does not know its cost and reports -1"),
+    "triangular-solve": OpcodeRule(  # half of the triangular matrix is read
+        xla=lambda rules, comp, inst: [_xla_size(inst.shape), _xla_size(_operand(comp, inst, 0)) / 2,
+                                       _xla_size(_operand(comp, inst, 1))],
+        reason="XLA counts half of the triangular matrix as read"),
+    "cholesky": OpcodeRule(  # half of the matrix read, half of the result written
+        xla=lambda rules, comp, inst: [_xla_size(_operand(comp, inst, 0)) / 2,
+                                       _xla_size(_operand(comp, inst, 0)) / 2],
+        reason="XLA counts half of the matrix read and half of the result written"),
+    "infeed": OpcodeRule(
+        xla=lambda rules, comp, inst: [sum(_leaf_sizes(inst.shape))],
+        reason="XLA counts only the data written, not the token"),
+    "outfeed": OpcodeRule(
+        xla=lambda rules, comp, inst: [sum(_leaf_sizes(comp.instruction(o).shape))
+                                       for o in inst.operands],
+        reason="XLA counts only the data read (every array of its operands), no result"),
+    "all-reduce": OpcodeRule(xla=lambda rules, comp, inst: rules.all_reduce_terms(comp, inst)),
+    "all-reduce-start": OpcodeRule(xla=lambda rules, comp, inst: rules.all_reduce_terms(comp, inst)),
+    # computations run in their place
+    "call": OpcodeRule(
+        runs=Runs(lambda inst: inst.called[:1]),
+        reason=lambda b, comp, inst, nested: _call_reason(b, inst, nested)),
+    "while": OpcodeRule(
+        runs=Runs(lambda inst: [_attr_name(inst, "body"), _attr_name(inst, "condition")],
+                  times=_while_trips,
+                  words="a while body known_trip_count times (once when its backend_config "
+                        "gives none), its condition once more"),
+        reason=lambda b, comp, inst, nested: _while_reason(b, inst, nested)),
+    "conditional": OpcodeRule(
+        runs=Runs(lambda inst: inst.called, xla_combines="max",
+                  words="of a conditional's branches the one XLA's rules give the most bytes"),
+        reason=lambda b, comp, inst, nested: _conditional_reason(b, inst, nested)),
+    "async-start": OpcodeRule(  # written without its computation: see _Rules.wrapped_terms
+        xla=lambda rules, comp, inst: rules.wrapped_terms(comp, inst),
+        runs=Runs(lambda inst: inst.called[:1] if inst.called else None, spill_style=False),
+        reason="XLA counts the work of the computation it starts; here it is a kernel "
+               "that reads its operands and writes its result"),
+}
+_DEFAULT_RULE = OpcodeRule()
+
+
+def opcode_rule(opcode: str) -> OpcodeRule:
+    """The table's entry for ``opcode``: its own, the one of an ``<op>-start`` that XLA wraps in
+    a computation of its own (``custom-call-start``: counted as <op> is), or the default."""
+    rule = OPCODE_RULES.get(opcode)
+    if rule is not None:
+        return rule
+    inner = wrapped_opcode(opcode)
+    if inner is not None and opcode.endswith("-start"):
+        # the reason carries over for custom-call only (-1 whatever wraps it)
+        return OpcodeRule(xla=lambda rules, comp, inst: rules.wrapped_terms(comp, inst),
+                          reason=OPCODE_RULES["custom-call"].reason if inner == "custom-call"
+                          else None)
+    return _DEFAULT_RULE
+
+
+# Instructions that name existing buffers (or order work) and run no kernel.
+FREE_OPCODES = frozenset(op for op, r in OPCODE_RULES.items() if r.moves_nothing is True)
+# Instructions that run computations in place of a kernel of their own, in the table's order.
+RUNS_COMPUTATIONS = tuple(op for op, r in OPCODE_RULES.items() if r.runs and r.runs.spill_style)
+
+
+# ---- why the two counts differ, in words ---------------------------------------------------
+
+def _generic_reason(comp: HloComputation, inst: Instruction) -> str:
+    """Why this instruction's bytes differ between the spill-style model and XLA's rules,
+    where its table entry gives no text of its own for the instruction."""
+    op = inst.opcode
+    rule = opcode_rule(op).reason
+    if isinstance(rule, str):
+        return f"{op}: {rule}"
+    parts = []
+    moves_nothing = opcode_rule(op).moves_nothing is True
+    if moves_nothing:
+        parts.append("XLA counts its result and operands; here it names buffers that exist "
+                     "and runs no kernel")
+    by_name = comp._by_name or {}
+    shapes = [inst.shape] + [by_name[o].shape for o in inst.operands if o in by_name]
+    for o in inst.operands:
+        shape = by_name[o].shape if o in by_name else None
+        if shape is not None and shape.is_tuple and not moves_nothing:
+            parts.append(f"operand {o} is a tuple: XLA counts its index table "
+                         f"({_xla_size(shape)} B), here its arrays ({shape.byte_size} B)")
+    if any(s.is_dynamic for s in shapes):
+        parts.append("a bounded-dynamic shape: XLA adds 4 B of size metadata per dimension")
+    return f"{op}: " + ("; ".join(parts) if parts else "the rules differ")
+
+
+def _while_reason(b: _Builder, inst: Instruction, nested: bool) -> str:
+    if nested:
+        return "nested while"
+    n = trip_count(inst)
+    once = b.rules.instruction(b.module.entry, inst)
+    ours_once = sum(k.bytes_accessed for k in b.kernels if k.entry_instruction == inst.name)
+    body = b.module.computations[_attr_name(inst, "body")]
+    cond = b.module.computations[_attr_name(inst, "condition")]
+    inner = b.inner_differences([body, cond])
+    if n is None:
+        return (f"while loop with no known trip count: both count one iteration "
+                f"(XLA {once:g} bytes, here {ours_once} bytes); the rules differ at "
+                + (", ".join(inner) or "no single instruction"))
+    text = (f"while loop: XLA counts the body and the condition once ({once:g} bytes); "
+            f"here the body runs {n} times and the condition {n + 1} times "
+            f"(known_trip_count={n})")
+    if inner:
+        text += "; within one iteration the rules also differ at " + ", ".join(inner)
+    return text
+
+
+def _call_reason(b: _Builder, inst: Instruction, nested: bool) -> str:
+    if nested:
+        return "nested call"
+    inner = b.inner_differences([b.module.computations[inst.called[0]]])
+    return (f"call: its kernels are those of {inst.called[0]}; the rules differ there at "
+            + (", ".join(inner) or "no single instruction"))
+
+
+def _conditional_reason(b: _Builder, inst: Instruction, nested: bool) -> str:
+    if nested:
+        return "nested conditional"
+    heaviest = max(inst.called, key=b.rules.computation)
+    inner = b.inner_differences([b.module.computations[heaviest]])
+    return (f"conditional: both count the branch that XLA rates heaviest ({heaviest}); "
+            f"the rules differ there at " + (", ".join(inner) or "no single instruction"))
+
+
+def _fusion_reason(rules: _Rules, comp: HloComputation, inst: Instruction) -> str | None:
+    _, details = rules.fusion(inst)
+    if "custom" in details:
+        op, name, n = details["custom"]
+        return (f"fusion kCustom: XLA counts only the {op} {name} inside it ({n:g} bytes): "
+                f"{OPCODE_RULES[op].reason}")
+    parts = []
+    for pnum, read, whys in details["operands"]:
+        operand = comp.instruction(inst.operands[pnum])
+        whole = operand.shape.byte_size
+        if read != whole:
+            parts.append(f"operand {pnum} ({operand.name}): XLA reads {read} of {whole} "
+                         f"bytes ({'; '.join(whys) or 'fused parameter rule'})")
+    for kind, n in details["output"]:
+        parts.append(f"output: XLA counts {n} of {inst.shape.byte_size} bytes "
+                     f"(root is an in-place {kind})")
+    for name, n in details["constants"]:
+        parts.append(f"XLA adds the fused constant {name} ({n} bytes)")
+    if not parts:
+        return None
+    return f"fusion {inst.fusion_kind}: " + "; ".join(parts)
 
 
 class _Rules:
@@ -276,20 +550,12 @@ class _Rules:
             self._cache[key] = sum(self.instruction(comp, i) for i in comp.instructions)
         return self._cache[key]
 
-    def operand_shape(self, comp: HloComputation, inst: Instruction, i: int) -> Shape:
-        return comp.instruction(inst.operands[i]).shape
-
     def called_computations(self, inst: Instruction):
-        """For an instruction whose amount is that of computations it runs: how it combines
-        them ("sum" or "max") and their names; None for any other instruction."""
-        op = inst.opcode
-        if op == "while":
-            return "sum", [_attr_name(inst, "body"), _attr_name(inst, "condition")]
-        if op == "call" or (op == "async-start" and inst.called):
-            return "sum", inst.called[:1]
-        if op == "conditional":
-            return "max", inst.called
-        return None
+        """For an instruction whose amount is that of computations it runs (``Runs`` in the
+        table): how XLA combines them ("sum" or "max") and their names; None otherwise."""
+        runs = opcode_rule(inst.opcode).runs
+        names = runs.computations(inst) if runs is not None else None
+        return None if names is None else (runs.xla_combines, names)
 
     def instruction(self, comp: HloComputation, inst: Instruction) -> float:
         calls = self.called_computations(inst)
@@ -301,43 +567,13 @@ class _Rules:
 
     def terms(self, comp: HloComputation, inst: Instruction) -> list:
         """The amounts XLA adds (in float) to build this instruction's bytes accessed."""
-        op = inst.opcode
-        size = _xla_size
-        if op in _ZERO_RULE_OPCODES:
-            return [0]
-        if op == "fusion":
-            return self.fusion(inst)[1]["terms"]
-        operand = functools.partial(self.operand_shape, comp, inst)
-        if op == "tuple":  # only the index table is written
-            return [size(inst.shape)]
-        if op == "transpose" and is_bitcast_transpose(comp, inst):
-            return [0]
-        if op == "slice":
-            return [2 * size(inst.shape)]
-        if op == "dynamic-slice":  # the elements read, written, and the first start index
-            return [2 * size(inst.shape) + size(operand(1))]
-        if op == "dynamic-update-slice":
-            return [2 * size(operand(1)) + size(operand(2))]
-        if op == "gather":
-            return [2 * size(inst.shape) + size(operand(1))]
-        if op == "scatter":
-            return [self.scatter_bytes(comp, inst)]
-        if op == "custom-call":
-            return [0] if inst.attrs.get("custom_call_target") in _CALL_MARKERS else [-1]
-        if op == "triangular-solve":  # half of the triangular matrix is read
-            return [size(inst.shape), size(operand(0)) / 2, size(operand(1))]
-        if op == "cholesky":  # half of the matrix read, half of the result written
-            return [size(operand(0)) / 2, size(operand(0)) / 2]
-        if op == "infeed":
-            return [sum(_leaf_sizes(inst.shape))]
-        if op == "outfeed":
-            return [sum(_leaf_sizes(comp.instruction(o).shape)) for o in inst.operands]
-        if op in ("all-reduce", "all-reduce-start"):  # one integer sum
-            return [sum(_leaf_sizes(inst.shape)) +
-                    sum(size(operand(i)) for i in range(len(inst.operands)))]
-        if op == "async-start" or wrapped_opcode(op) is not None and op.endswith("-start"):
-            return self.wrapped_terms(comp, inst)
-        return self.default_terms(comp, inst)
+        xla = opcode_rule(inst.opcode).xla
+        return self.default_terms(comp, inst) if xla is None else xla(self, comp, inst)
+
+    def all_reduce_terms(self, comp: HloComputation, inst: Instruction) -> list:
+        """One integer sum: every leaf of the result, then each operand."""
+        return [sum(_leaf_sizes(inst.shape)) +
+                sum(_xla_size(_operand(comp, inst, i)) for i in range(len(inst.operands)))]
 
     def default_terms(self, comp: HloComputation, inst: Instruction) -> list:
         """The default rule's terms, in the order XLA adds them: every leaf of the output,
@@ -349,8 +585,8 @@ class _Rules:
         """Each update is read, its elements of the operand read and written: 3x the
         updates, plus the indices once (variadic: n operands, the indices, n updates)."""
         n = (len(inst.operands) - 1) // 2
-        updates = sum(_xla_size(self.operand_shape(comp, inst, n + 1 + i)) for i in range(n))
-        return 3 * updates + _xla_size(self.operand_shape(comp, inst, n))
+        updates = sum(_xla_size(_operand(comp, inst, n + 1 + i)) for i in range(n))
+        return 3 * updates + _xla_size(_operand(comp, inst, n))
 
     def wrapped_terms(self, comp: HloComputation, inst: Instruction) -> list:
         """``<op>-start`` written without its computation: XLA wraps <op> in one, whose
@@ -635,10 +871,6 @@ def trip_count(inst: Instruction) -> int | None:
 
 # ---- the spill-style model -----------------------------------------------------------------
 
-def _leaf_bytes(shape: Shape) -> int:
-    return shape.byte_size
-
-
 class ModuleTraffic:
     """Spill-style traffic of a module: kernels, totals, temporaries, and XLA's view of it.
 
@@ -685,7 +917,7 @@ class ModuleTraffic:
     def transcendentals(self) -> float | None:
         return None if self.xla_cost is None else self.xla_cost.get("transcendentals")
 
-    def with_xla_cost(self, cost: dict) -> "ModuleTraffic":
+    def with_xla_cost(self, cost: dict) -> ModuleTraffic:
         """Attach XLA's cost analysis (``xla_private.cost_analysis``) for flops and comparison."""
         self.xla_cost = dict(cost)
         return self
@@ -751,47 +983,6 @@ class ModuleTraffic:
         return d
 
 
-_RULE_REASONS = {
-    "slice": "XLA counts only the elements it reads, not the whole operand",
-    "dynamic-slice": "XLA counts only the elements it reads (and the first start index), "
-                     "not the whole operand",
-    "gather": "XLA counts only the elements it reads (and the indices), not the whole operand",
-    "dynamic-update-slice": "XLA counts the update only; the buffer is updated in place",
-    "scatter": "XLA counts the updates three times (read, and the operand's elements read and "
-               "written in place) plus the indices, not the whole operand",
-    "custom-call": "XLA does not know its cost and reports -1",
-    "cholesky": "XLA counts half of the matrix read and half of the result written",
-    "triangular-solve": "XLA counts half of the triangular matrix as read",
-    "infeed": "XLA counts only the data written, not the token",
-    "outfeed": "XLA counts only the data read (every array of its operands), no result",
-    "async-start": "XLA counts the work of the computation it starts; here it is a kernel "
-                   "that reads its operands and writes its result",
-}
-
-
-def _generic_reason(comp: HloComputation, inst: Instruction) -> str:
-    """Why this instruction's bytes differ between the spill-style model and XLA's rules."""
-    op = inst.opcode
-    rule = _RULE_REASONS.get(op) or (_RULE_REASONS["custom-call"] if op.endswith("-start")
-                                     and wrapped_opcode(op) == "custom-call" else None)
-    if rule:
-        return f"{op}: {rule}"
-    parts = []
-    if op in FREE_OPCODES:
-        parts.append("XLA counts its result and operands; here it names buffers that exist "
-                     "and runs no kernel")
-    by_name = comp._by_name or {}
-    shapes = [inst.shape] + [by_name[o].shape for o in inst.operands if o in by_name]
-    for o in inst.operands:
-        shape = by_name[o].shape if o in by_name else None
-        if shape is not None and shape.is_tuple and op not in FREE_OPCODES:
-            parts.append(f"operand {o} is a tuple: XLA counts its index table "
-                         f"({_xla_size(shape)} B), here its arrays ({shape.byte_size} B)")
-    if any(s.is_dynamic for s in shapes):
-        parts.append("a bounded-dynamic shape: XLA adds 4 B of size metadata per dimension")
-    return f"{op}: " + ("; ".join(parts) if parts else "the rules differ")
-
-
 def instruction_kernels(module: HloModule, comp: HloComputation, inst: Instruction) -> list[KernelTraffic]:
     """The kernels one instruction of ``comp`` runs, with their traffic (a fusion is one
     kernel; a loop, call or conditional runs the kernels of its computations).  The
@@ -825,71 +1016,30 @@ class _Builder:
             self.instruction(comp, inst, executions, prefix, entry_name or inst.name)
 
     def instruction(self, comp, inst, executions, prefix, entry_name) -> None:
-        op = inst.opcode
-        if op in FREE_OPCODES or (op == "transpose" and is_bitcast_transpose(comp, inst)):
+        rule = opcode_rule(inst.opcode)
+        if rule.runs_no_kernel(comp, inst):
             return
-        if op == "while":
-            n = trip_count(inst)
-            known = n is not None
-            n = n if known else 1
-            inner = prefix + inst.name + "/"
-            self.computation(self.module.computations[_attr_name(inst, "body")],
-                             executions * n, inner, entry_name)
-            self.computation(self.module.computations[_attr_name(inst, "condition")],
-                             executions * (n + 1), inner, entry_name)
+        runs = rule.runs
+        names = runs.computations(inst) if runs is not None and runs.spill_style else None
+        if names is None:
+            self.kernel(comp, inst, executions, prefix, entry_name)
             return
-        if op == "call":
-            self.computation(self.module.computations[inst.called[0]], executions,
+        times = runs.times(inst) if runs.times is not None else [1] * len(names)
+        if runs.xla_combines == "max":
+            # which one runs is data-dependent: count the heaviest, as XLA does
+            k = max(range(len(names)), key=lambda k: self.rules.computation(names[k]))
+            names, times = [names[k]], [times[k]]
+        for name, n in zip(names, times):
+            self.computation(self.module.computations[name], executions * n,
                              prefix + inst.name + "/", entry_name)
-            return
-        if op == "conditional":
-            # which branch runs is data-dependent: count the heaviest one, as XLA does
-            branches = [self.module.computations[c] for c in inst.called]
-            heaviest = max(branches, key=lambda c: self.rules.computation(c.name))
-            self.computation(heaviest, executions, prefix + inst.name + "/", entry_name)
-            return
-        self.kernel(comp, inst, executions, prefix, entry_name)
 
     def explain(self, inst: Instruction) -> str | None:
-        """Why this entry instruction's bytes differ between the two models, if they do."""
-        op = inst.opcode
-        if op == "tuple":
-            return (f"tuple: XLA counts its index table ({_xla_size(inst.shape)} bytes); "
-                    f"here a tuple only gathers pointers and runs no kernel")
-        if op == "while":
-            n = trip_count(inst)
-            once = self.rules.instruction(self.module.entry, inst)
-            ours_once = sum(k.bytes_accessed for k in self.kernels
-                            if k.entry_instruction == inst.name)
-            body = self.module.computations[_attr_name(inst, "body")]
-            cond = self.module.computations[_attr_name(inst, "condition")]
-            inner = self._inner_differences([body, cond])
-            if n is None:
-                return (f"while loop with no known trip count: both count one iteration "
-                        f"(XLA {once:g} bytes, here {ours_once} bytes); the rules differ at "
-                        + (", ".join(inner) or "no single instruction"))
-            text = (f"while loop: XLA counts the body and the condition once ({once:g} bytes); "
-                    f"here the body runs {n} times and the condition {n + 1} times "
-                    f"(known_trip_count={n})")
-            if inner:
-                text += "; within one iteration the rules also differ at " + ", ".join(inner)
-            return text
-        if op == "call":
-            inner = self._inner_differences([self.module.computations[inst.called[0]]])
-            return (f"call: its kernels are those of {inst.called[0]}; the rules differ there at "
-                    + (", ".join(inner) or "no single instruction"))
-        if op == "conditional":
-            heaviest = max(inst.called, key=self.rules.computation)
-            inner = self._inner_differences([self.module.computations[heaviest]])
-            return (f"conditional: both count the branch that XLA rates heaviest ({heaviest}); "
-                    f"the rules differ there at " + (", ".join(inner) or "no single instruction"))
-        if op == "fusion":
-            return self._fusion_reason(self.module.entry, inst)
-        if op == "custom-call":
-            return "custom-call: XLA does not know its cost and reports -1"
-        return None
+        """Why this entry instruction's bytes differ between the two models, where the
+        opcode's table entry words it for the instruction (else ``_generic_reason`` does)."""
+        reason = opcode_rule(inst.opcode).reason
+        return reason(self, self.module.entry, inst, False) if callable(reason) else None
 
-    def _inner_differences(self, comps: list) -> list:
+    def inner_differences(self, comps: list) -> list:
         """'name (ours N, XLA M: why)' for each instruction of ``comps`` where the models differ."""
         out = []
         for comp in comps:
@@ -899,38 +1049,11 @@ class _Builder:
                 sub.instruction(comp, inst, 1, "", inst.name)
                 ours = sum(k.total_read + k.total_written for k in sub.kernels)
                 if ours != xla:
-                    if inst.opcode == "fusion":
-                        why = self._fusion_reason(comp, inst)
-                    elif inst.opcode == "tuple":
-                        why = "XLA counts the tuple's index table"
-                    elif inst.opcode in ("while", "call", "conditional"):
-                        why = f"nested {inst.opcode}"
-                    else:
-                        why = _generic_reason(comp, inst)
-                    out.append(f"{inst.name} (ours {ours}, XLA {xla:g}: {why})")
+                    reason = opcode_rule(inst.opcode).reason
+                    why = reason(self, comp, inst, True) if callable(reason) else None
+                    out.append(f"{inst.name} (ours {ours}, XLA {xla:g}: "
+                               f"{why or _generic_reason(comp, inst)})")
         return out
-
-    def _fusion_reason(self, comp: HloComputation, inst: Instruction) -> str | None:
-        _, details = self.rules.fusion(inst)
-        if "custom" in details:
-            op, name, n = details["custom"]
-            return (f"fusion kCustom: XLA counts only the {op} {name} inside it ({n:g} bytes): "
-                    f"{_RULE_REASONS[op]}")
-        parts = []
-        for n, (pnum, read, whys) in enumerate(details["operands"]):
-            operand = comp.instruction(inst.operands[pnum])
-            whole = _leaf_bytes(operand.shape)
-            if read != whole:
-                parts.append(f"operand {pnum} ({operand.name}): XLA reads {read} of {whole} "
-                             f"bytes ({'; '.join(whys) or 'fused parameter rule'})")
-        for kind, n in details["output"]:
-            parts.append(f"output: XLA counts {n} of {_leaf_bytes(inst.shape)} bytes "
-                         f"(root is an in-place {kind})")
-        for name, n in details["constants"]:
-            parts.append(f"XLA adds the fused constant {name} ({n} bytes)")
-        if not parts:
-            return None
-        return f"fusion {inst.fusion_kind}: " + "; ".join(parts)
 
 
 def module_traffic(module: HloModule, *, buffer_assignment_text: str | None = None,
