@@ -785,6 +785,47 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
+# Offsets (points) tried for a point's label, nearest first: beside it, then above and below,
+# then further out with a leader line.  Where a label goes depends on where the measured
+# points fall, which no fixed offset can foresee (two programs with equal times overlapped).
+_LABEL_OFFSETS = [(dx * r, dy * r) for r in (1, 2, 3.5, 5)
+                  for dx, dy in ((5, -3), (-5, -3), (5, 7), (-5, 7), (5, -12), (-5, -12), (0, 12), (0, -16))]
+
+
+def _place_labels(fig, ax, names: list, xs: list, ys: list) -> list:
+    """Annotate each point with its name where the label overlaps no other label, no point and
+    not the legend, and stays inside the axes: the first free offset of ``_LABEL_OFFSETS`` (in
+    display space, measured with the figure's own renderer); a label that finds none takes the
+    last offset.  Returns the labels' boxes, in display space."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    pad = 3.0
+    dots = [Bbox.from_extents(px - pad, py - pad, px + pad, py + pad)
+            for px, py in ax.transData.transform(list(zip(xs, ys)))]
+    legend = ax.get_legend()
+    if legend is not None:
+        dots.append(legend.get_window_extent(renderer))
+    placed: list = []
+    for i in sorted(range(len(names)), key=lambda k: (-ys[k], xs[k])):
+        for n, (dx, dy) in enumerate(_LABEL_OFFSETS):
+            far = n >= 8
+            text = ax.annotate(names[i], (xs[i], ys[i]), fontsize=7, xytext=(dx, dy), textcoords="offset points",
+                               ha="left" if dx > 0 else ("right" if dx < 0 else "center"), va="center",
+                               arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.5} if far else None)
+            box = text.get_window_extent(renderer).expanded(1.05, 1.15)
+            clear = (frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+                     and not any(box.overlaps(b) for b in placed)
+                     and not any(box.overlaps(d) for j, d in enumerate(dots) if j != i))
+            if clear or n == len(_LABEL_OFFSETS) - 1:
+                placed.append(box)
+                break
+            text.remove()
+    return placed
+
+
 def plot_across_programs(points: list, path, *, title: str = "") -> Path:
     """Predicted against measured extra time per call, one point per program, on log axes,
     with the line measured = predicted and the band of a factor ``band`` around it.
@@ -803,8 +844,6 @@ def plot_across_programs(points: list, path, *, title: str = "") -> Path:
                     label="within 25 %")
     ax.errorbar(xs, ys, yerr=[abs(p["aa_us"]) for p in points], fmt="o", color="#c44e52",
                 ecolor="#8da0cb", capsize=3, label="program (whisker: its A/A difference)")
-    for p, x, y in zip(points, xs, ys):
-        ax.annotate(p["name"], (x, y), fontsize=7, xytext=(4, -3), textcoords="offset points")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -815,6 +854,7 @@ def plot_across_programs(points: list, path, *, title: str = "") -> Path:
     if title:
         ax.set_title(title, fontsize=9)
     fig.tight_layout()
+    _place_labels(fig, ax, [p["name"] for p in points], xs, ys)
     path = Path(path)
     fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)

@@ -303,3 +303,34 @@ def test_a_round_spread_over_passes_keeps_one_sample_per_round():
     for v in r.variants.values():
         assert len(v.samples) == len(v.wall_samples) == 3 and min(v.samples) > 0
     assert "in 2 passes through the round's order (each pass one untimed call, then 2 timed)" in r.method()
+
+
+def test_across_programs_plot_keeps_labels_apart(tmp_path):
+    """Programs whose times coincide (gelu and layernorm_grad, layernorm, swiglu and
+    sgd_momentum did in one run) get labels that overlap no other label and no point."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from pytest_dumpref.timing import _place_labels, plot_across_programs
+
+    names = ["gelu", "layernorm_grad", "layernorm", "swiglu", "sgd_momentum", "softmax", "rope"]
+    xs = [80.0, 80.5, 120.0, 121.0, 119.0, 60.0, 400.0]
+    ys = [95.0, 96.0, 140.0, 139.0, 141.0, 70.0, 500.0]
+    fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=100)
+    ax.plot(xs, ys, "o")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(30, 1000)
+    ax.set_ylim(30, 1000)
+    boxes = _place_labels(fig, ax, names, xs, ys)
+    plt.close(fig)
+    assert len(boxes) == len(names)
+    overlapping = [(names[i], names[j]) for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+                   if boxes[i].overlaps(boxes[j])]
+    assert not overlapping, overlapping
+    # and the plot itself is drawn with them
+    points = [{"name": n, "predicted_us": x, "measured_us": y, "aa_us": 1.0} for n, x, y in zip(names, xs, ys)]
+    out = plot_across_programs(points, tmp_path / "p.png")
+    assert out.stat().st_size > 0
