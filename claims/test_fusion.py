@@ -49,7 +49,7 @@ import pytest
 
 from pytest_dumpref import examples
 from pytest_dumpref.examples import softmax
-from pytest_dumpref.claims import measured, varies
+from pytest_dumpref.claims import varies
 from pytest_dumpref.timing import TimingPlan, plot_prediction, run_plan
 from pytest_dumpref.xla import calibrate
 from pytest_dumpref.xla.dump import Dump, strip_source_info
