@@ -158,7 +158,7 @@ CORPUS_CASES = ["add_one", "mlp", "sgd_step", "softmax", "layernorm", "causal_at
                 "dot_general", "private_calls", "shape_ops", "reductions", "convert",
                 "compare_select", "math_ops", "while_loop", "cond_switch", "scan", "sort",
                 "top_k_argmax", "windows", "dynamic_slices", "pad", "gather_scatter", "conv",
-                "bits", "int_widths", "complex", "mixed_dot"]
+                "bits", "int_widths", "complex", "mixed_dot", "fft"]
 _corpus = {}
 
 

@@ -211,6 +211,11 @@ def more_cases():
             lax.linalg.triangular_solve(d, d[:, :2], left_side=True, lower=True)),
             (f32(2, 4, 4) + 4 * np.eye(4, dtype=np.float32), f32(2, 4, 3, seed=1), f32(2, 3, 4, seed=2),
              (f32(4, 4, seed=3) + 4 * np.eye(4, dtype=np.float32)).astype(np.float64))),
+        # fft: a 2-d FFT of a length that is not a power of two, RFFT, IRFFT; in the fuzz
+        # corpus, so its reader and kernel are mutated under ASan too (cholesky cannot join:
+        # the corpus is captured through the CPU lowering, a LAPACK custom call there)
+        "fft": (lambda x, r: (jnp.fft.fft2(x), jnp.fft.rfft(r), jnp.fft.irfft(jnp.fft.rfft(r))),
+                (f32(4, 6) + 1j * f32(4, 6, seed=1), f32(8, seed=2))),
         # lax.dce_sink (the custom call checkify uses): the value it keeps is computed, and
         # nothing comes of it
         "dce_sink": (lambda x: (lax.dce_sink(jnp.sin(x) * 2, prevent_mlir_dce=True), x + 1)[1:],
