@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from . import xla_private
+from .fusion_log import fusion_decisions_in_folder, fusion_log_files
 
 # What a dump file name says.  The module name may itself contain dots, so the step (4+ digits
 # between dots) and the fixed suffixes are what anchor the split.
@@ -405,7 +406,6 @@ class Dump:
         the same program with the same options once more, with the log, into a ``fusion-log``
         sub-folder.  A dump read from a folder must already hold ``*_fusion.html`` files
         (``*_fusion.pyz`` from jaxlib 0.11 on)."""
-        from .fusion import fusion_decisions_in_folder, fusion_log_files
         if self._fusion_log_folder is None:
             if fusion_log_files(self.folder, self.files.id) or self._recompile is None:
                 self._fusion_log_folder = (self.folder, self.files.id)

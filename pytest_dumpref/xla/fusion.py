@@ -1,222 +1,53 @@
-"""The compiler's own fusion decisions, as data.
+"""The compiler's own fusion decisions against the model of ``fusion_policy``.
 
-With ``xla_dump_fusion_visualization=True`` XLA writes, per compiled module, a "Fusion
-Explorer" page (``<computation>.module_NNNN.<name>.<pass>_fusion.html``) whose script holds the
-log of XLA's InstructionFusion pass as a JavaScript array::
-
-    const frames = [[0, "About to fuse |broadcast.1| into |multiply| inside InstructionFusion ...", "#node4 polygon"],
-                    [1, "Fused |broadcast.1| into |broadcast_multiply_fusion| inside ...", ""],
-                    [1, "Not fusing |divide| into |broadcast_multiply_fusion| as Fusion is not profitable. ; ...", ...]]
-
-Newer XLA (jaxlib 0.11 and later) writes the same log into a self-contained viewer instead,
-``<computation>.module_NNNN.<name>.<pass>_fusion.pyz``: a zip archive whose ``fusions.db`` is a
-SQLite database with a ``frames`` table (``id``, ``label``, ``graph_id``, ``to_highlight``);
-each ``label`` is one line of the log as above.  ``read_fusion_log_file`` reads either
-(``read_fusion_log`` the html page).
-
-Each line is a decision in the compiler's words.  ``FusionDecision`` keeps those words
-(``reason``) so a claim can assert against them, not against a paraphrase.
-
-Which frames count as decisions: a frame ``Fused |P| into |F| ...`` is one decision (P was
-fused; F is the fusion that holds it), a frame ``Not fusing |P| into |C| as REASON`` is one
-(refused, for REASON).  ``About to fuse |P| into |C|`` only announces the next ``Fused`` frame
-and names the consumer as it was before the fusion; it is not counted.  XLA writes one page
-per computation the pass visits (``<computation>.module_NNNN...``); it logs nothing about an
-operand that cannot be fused at all (a parameter) and no refusal that involves a
-get-tuple-element.
-
-``compare`` lines the log up with the model of ``fusion_policy`` (which replays the pass), and
-``fusion_report`` does it for every module of a dump folder.
+``fusion_log`` reads the decisions XLA's InstructionFusion pass logged (its fusion
+visualization); ``compare`` lines the log up with the model of ``fusion_policy`` (which replays
+the pass), ``module_fusion`` does it for one dumped module and ``fusion_report`` for every
+module of a dump folder.  The log reader's names are importable from here too.
 """
 from __future__ import annotations
 
-import json
-import os
-import re
 import difflib
-import sqlite3
-import tempfile
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .dump import (
+    Dump,
+    DumpError,
+    DumpFolder,
+    DumpSession,
+    Snapshot,
+    _discover,
+    parse_stage,
+)
+from .fusion_log import (
+    LOG_GLOB,
+    FusionDecision,
+    FusionLogError,
+    decisions_of_frames,
+    fusion_decisions_in_folder,
+    fusion_log_files,
+    read_fusion_log,
+    read_fusion_log_file,
+    refusals,
+)
+from .fusion_policy import FusionModelError, predict, uncalled_computations
+from .hlo import HloParseError, parse_module
+from .standalone import listing
 
-class FusionLogError(ValueError):
-    """A fusion visualization file that cannot be read; the message names the file."""
-
-
-@dataclass(frozen=True)
-class FusionDecision:
-    """One decision of a fusion pass about one producer -> consumer edge.
-
-    ``consumer`` is as the compiler named it at that moment: once something has been fused
-    into a consumer, the consumer is the fusion instruction (``broadcast_multiply_fusion``),
-    and ``consumer_origin`` the instruction that fusion grew from (``multiply``).  ``fusion``
-    is the fusion instruction a fused producer ended up in.  ``reason`` is XLA's text after
-    "as" for a refusal, or the whole log line for a fusion.
-
-    Example (``d`` a Dump)::
-
-        decisions = d.fusion_decisions()
-        [x.producer for x in decisions if x.fused]   # what the pass fused, in its order
-        refusals(decisions, producer="divide")       # why it did not fuse divide.N
-        print(decisions[0])                          # fusion: fused broadcast.1 into multiply: ...
-    """
-    producer: str
-    consumer: str
-    fused: bool
-    reason: str
-    pass_name: str
-    consumer_origin: str
-    fusion: str | None
-    file: str
-    computation: str = ""       # the computation the pass was fusing (from the file name)
-
-    def __str__(self) -> str:
-        verb = "fused" if self.fused else "did not fuse"
-        return f"{self.pass_name}: {verb} {self.producer} into {self.consumer}: {self.reason}"
-
-
-_FRAMES = re.compile(r"const frames = (\[.*?\]);\s*$", re.S | re.M)
-_ABOUT = re.compile(r"^About to fuse \|(?P<p>[^|]+)\| into \|(?P<c>[^|]+)\| inside (?P<who>\w+)")
-_FUSED = re.compile(r"^Fused \|(?P<p>[^|]+)\| into \|(?P<f>[^|]+)\| inside (?P<who>\w+)")
-_NOT = re.compile(r"^Not fusing \|(?P<p>[^|]+)\| into \|(?P<c>[^|]+)\| as (?P<why>.*)$", re.S)
-_FILE = re.compile(r"^(?P<comp>.+)\.module_(?P<id>\d+)\.(?P<name>.+)\.(?P<pass>[^.]*)_fusion\.(?:html|pyz)$")
-# the file kinds XLA writes the log in: an html page (jaxlib 0.9, 0.10), a zip app (0.11, 0.12)
-LOG_SUFFIXES = ("_fusion.html", "_fusion.pyz")
-LOG_GLOB = "*_fusion.{html,pyz}"     # for messages
-
-
-def fusion_log_files(folder, module_id: str | None = None) -> list[Path]:
-    """The fusion log files of ``folder`` (of one module when ``module_id`` is given), in name
-    order: ``*_fusion.html`` or ``*_fusion.pyz``, whichever the XLA that wrote them uses."""
-    folder = Path(folder)
-    try:
-        files = sorted(p for p in folder.iterdir() if p.name.endswith(LOG_SUFFIXES) and p.is_file())
-    except OSError:
-        return []
-    if module_id is not None:
-        files = [p for p in files if f".module_{module_id}." in p.name]
-    return files
-
-
-def _pyz_frames(path: Path) -> list[str]:
-    """The log lines of a zip app: the ``label`` column of ``fusions.db``'s ``frames``, by id."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            db = z.read("fusions.db")
-    except (OSError, zipfile.BadZipFile, KeyError) as e:
-        raise FusionLogError(f"{path}: not a fusion log archive with fusions.db in it ({e})") from None
-    fd, tmp = tempfile.mkstemp(suffix=".db", prefix="dumpref-fusions-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(db)
-        conn = sqlite3.connect(tmp)
-        try:
-            rows = conn.execute("SELECT id, label FROM frames ORDER BY id").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
-        raise FusionLogError(f"{path}: fusions.db has no readable frames table ({e})") from None
-    finally:
-        os.unlink(tmp)
-    for r in rows:
-        if not isinstance(r[1], str):
-            raise FusionLogError(f"{path}: unexpected frame {str(r)[:80]!r}")
-    return [r[1] for r in rows]
-
-
-def read_fusion_log(path) -> list[FusionDecision]:
-    """The decisions logged in one ``*_fusion.html`` file, in the order the pass made them."""
-    path = Path(path)
-    try:
-        html = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise FusionLogError(f"{path}: cannot be read: {e}") from None
-    m = _FRAMES.search(html)
-    if not m:
-        raise FusionLogError(f"{path}: no 'const frames = [...]' log in it (not an XLA fusion "
-                             f"visualization, or truncated)")
-    try:
-        frames = json.loads(m.group(1))
-    except json.JSONDecodeError as e:
-        raise FusionLogError(f"{path}: the frames log is not readable ({e.msg} at {e.pos})") from None
-    for frame in frames:
-        if not isinstance(frame, list) or len(frame) < 2 or not isinstance(frame[1], str):
-            raise FusionLogError(f"{path}: unexpected frame {str(frame)[:80]!r}")
-    return decisions_of_frames(path, [frame[1] for frame in frames])
-
-
-def decisions_of_frames(path: Path, texts: list) -> list[FusionDecision]:
-    """The decisions in the texts of one fusion log's frames, in order, whichever file they
-    were read from (the html page or the .pyz archive); ``path`` names the file, whose name
-    says the pass and the computation."""
-    fm = _FILE.match(path.name)
-    pass_label = (fm.group("pass") if fm else "") or "fusion"
-    computation = fm.group("comp") if fm else ""
-    origin: dict[str, str] = {}   # fusion instruction -> the consumer it grew from
-    pending: dict[str, str] = {}  # producer -> consumer announced by "About to fuse"
-    out: list[FusionDecision] = []
-    for text in texts:
-        a = _ABOUT.match(text)
-        if a:
-            pending[a["p"]] = a["c"]
-            continue
-        f = _FUSED.match(text)
-        if f:
-            consumer = pending.pop(f["p"], f["f"])
-            root = origin.get(consumer, consumer)
-            origin[f["f"]] = root
-            out.append(FusionDecision(f["p"], consumer, True, text, pass_label,
-                                      root, f["f"], str(path), computation))
-            continue
-        n = _NOT.match(text)
-        if n:
-            why = n["why"].strip()
-            out.append(FusionDecision(n["p"], n["c"], False, why, pass_label,
-                                      origin.get(n["c"], n["c"]), None, str(path), computation))
-    return out
-
-
-def read_fusion_log_file(path) -> list[FusionDecision]:
-    """The decisions logged in one ``*_fusion.html`` or ``*_fusion.pyz`` file, in the order the
-    pass made them (one decoding, ``decisions_of_frames``, for both)."""
-    path = Path(path)
-    if not path.name.endswith(".pyz"):
-        return read_fusion_log(path)
-    return decisions_of_frames(path, _pyz_frames(path))
-
-
-def fusion_decisions_in_folder(folder, module_id: str | None = None) -> list[FusionDecision]:
-    """Every decision in the fusion visualization files of ``folder`` (of one module when
-    ``module_id`` is given), file by file in name order."""
-    folder = Path(folder)
-    files = fusion_log_files(folder, module_id)
-    if not files:
-        raise FusionLogError(f"{folder}: no {LOG_GLOB} files (compile with "
-                             f"xla_dump_fusion_visualization=True)")
-    out: list[FusionDecision] = []
-    for p in files:
-        out.extend(read_fusion_log_file(p))
-    return out
+__all__ = [
+    "FusionDecision", "FusionLogError", "ModuleFusion", "ModuleTrouble", "compare",
+    "decisions_of_frames", "fusion_decisions", "fusion_decisions_in_folder", "fusion_log_files",
+    "fusion_report", "model_listing", "module_fusion", "read_fusion_log", "read_fusion_log_file",
+    "refusals", "replay", "snapshot_before_fusion", "verdict",
+]
 
 
 def fusion_decisions(fn, *args, folder, **compiler_options) -> list[FusionDecision]:
     """Compile ``fn(*args)`` into ``folder`` and return the fusion decisions XLA logged."""
-    from .dump import DumpSession
     compiler_options.setdefault("xla_dump_fusion_visualization", True)
     d = DumpSession(Path(folder)).dump(fn, *args, passes="^$", **compiler_options)
     return d.fusion_decisions()
-
-
-def refusals(decisions, producer: str | None = None, consumer: str | None = None):
-    """The decisions not to fuse, optionally only those about ``producer`` and ``consumer``.
-    A name matches exactly or by its part before the first dot (``divide`` matches
-    ``divide.3``); a consumer also matches the instruction its fusion grew from."""
-    def match(name: str, want: str | None) -> bool:
-        return want is None or name == want or name.split(".")[0] == want
-    return [d for d in decisions if not d.fused and match(d.producer, producer)
-            and (match(d.consumer, consumer) or match(d.consumer_origin, consumer))]
 
 
 # ---- the log against the model ---------------------------------------------------------------
@@ -361,7 +192,6 @@ def module_fusion(dump, *, log=None, **model_options) -> ModuleFusion:
     snapshot) is replayed on the module the next pass saw; so is one with no log at all when
     ``log=[]`` is given (the pass had nothing to log): the model must then predict no logged
     decision either."""
-    from .dump import DumpError
     files = fusion_log_files(dump.folder, dump.files.id)
     if log is None:
         log = [d for d in dump.fusion_decisions() if d.pass_name == "fusion"]
@@ -386,7 +216,6 @@ def replay(module, log: list, **model_options) -> tuple:
     """The model's replay of the fusion pass on ``module`` (the module it saw) beside the
     pass's ``log``: (the log in the pass's order, the logged predictions, ``compare``'s rows,
     the computations no instruction calls that the pass visited)."""
-    from .fusion_policy import predict, uncalled_computations
     results = predict(module, **model_options)
     order = {r.computation: k for k, r in enumerate(results)}
     # the pages come one per computation, in file-name order: put them in the pass's order
@@ -404,9 +233,6 @@ def fusion_report(folder, module: str | None = None, **model_options) -> list:
     A module without a log of its own, in a folder that has logs, is one the pass logged no
     decision for: it is replayed with an empty log.  A folder without any log raises
     DumpError naming the flag that writes it."""
-    from .dump import Dump, DumpError, DumpFolder
-    from .fusion_policy import FusionModelError
-    from .hlo import HloParseError
     df = DumpFolder(folder)
     mods = df.find(module)
     if not mods:
@@ -443,7 +269,7 @@ def fusion_report(folder, module: str | None = None, **model_options) -> list:
 # What the write-up lists as fusion_model.py (standalone.listing: these and everything they
 # reach, whole): the HLO reader, the policy, the log reader, the comparison and main below.
 MODEL_ROOTS = {"fusion": ["main"], "fusion_policy": ["RULES"]}
-MODEL_MODULES = ("shape_inference", "hlo", "dump", "fusion_policy", "fusion")
+MODEL_MODULES = ("shapes", "shape_inference", "hlo", "fusion_log", "dump", "fusion_policy", "fusion")
 MODEL_HEADER = '''"""fusion_model.py: XLA's CPU fusion pass restated (pytest-dumpref, as it ran), on its own.
 
     XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization" python prog.py
@@ -462,7 +288,6 @@ Every definition below is copied whole from the file its heading names.
 
 def model_listing() -> str:
     """fusion_model.py: the model and its driver as one runnable file (see MODEL_ROOTS)."""
-    from .standalone import listing
     return (listing(MODEL_ROOTS, order=MODEL_MODULES, header=MODEL_HEADER)
             + '\n\nif __name__ == "__main__":\n    raise SystemExit(main())\n')
 
@@ -475,8 +300,6 @@ def main(argv=None) -> int:
     import sys
     from types import SimpleNamespace
 
-    from .dump import Snapshot, _discover, parse_stage
-    from .hlo import parse_module
     args = sys.argv[1:] if argv is None else list(argv)
     options = {}
     for flag, value in (("--coupled-softmax", True), ("--no-coupled-softmax", False)):

@@ -8,7 +8,7 @@ error naming the instruction, so that a module is never read with a wrong shape.
 """
 from __future__ import annotations
 
-from .hlo import Shape
+from .shapes import Shape
 
 _SAME_AS_OPERAND0 = frozenset("""
 abs ceil cbrt copy cosine count-leading-zeros erf exponential exponential-minus-one floor log
