@@ -18,7 +18,7 @@ from pathlib import Path
 import cffi
 import numpy as np
 
-from .build import find_compiler, header_dir
+from .toolchain import find_compiler, header_dir
 
 ERROR_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
                "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",

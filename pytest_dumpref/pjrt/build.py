@@ -10,14 +10,24 @@ sees a stale library.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
-import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
+
+from .abi import PjrtApi
+from .toolchain import BuildError, find_compiler, header_dir, plugin_source_dir
+from .trace import run_jax
+
+# BuildError and the toolchain look-ups are this module's public names too (tests, the CLI and
+# pjrt_map import them from here); they live in toolchain so that abi needs nothing above it.
+__all__ = [
+    "BuildError", "BuiltPlugin", "LIBRARY_NAME", "MINIMAL_LIBRARY_NAME", "MINIMAL_SOURCE",
+    "PLATFORM", "build_command", "build_plugin", "default_out_dir", "find_compiler",
+    "header_dir", "minimal_command", "plugin_source_dir", "sources", "sources_digest",
+]
 
 LIBRARY_NAME = "libdumpref_pjrt.so"
 MINIMAL_LIBRARY_NAME = "libdumpref_minimal.so"
@@ -44,56 +54,6 @@ SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefin
 MINIMAL_FLAGS = ("-std=c11", "-O2", "-Wall", "-Wextra", "-fPIC", "-shared")
 #: -z defs: an undefined symbol fails the build here, not the dlopen inside jax later.
 LIBS = ("-lpthread", "-lm", "-Wl,-z,defs")  # libm: the program interpreter (prog_interp.c)
-
-
-class BuildError(RuntimeError):
-    """The plugin could not be built; the message says why (no compiler, no header, C errors)."""
-
-
-def plugin_source_dir() -> Path:
-    """The C sources: ``$DUMPREF_PLUGIN_SRC``, else ``plugin_c/`` of this checkout, else the copy
-    a non-editable install ships inside the package (``pytest_dumpref/pjrt/plugin_c``).
-
-    The checkout comes first so that an editable install always builds what is being edited.
-    """
-    env = os.environ.get("DUMPREF_PLUGIN_SRC")
-    if env:
-        candidates = [Path(env)]
-    else:
-        here = Path(__file__).resolve().parent
-        candidates = [here.parents[1] / "plugin_c", here / "plugin_c"]
-    for src in candidates:
-        if (src / "dumpref.h").is_file() and list(src.glob("*.c")):
-            return src
-    raise BuildError("no C sources of the dumpref plugin in "
-                     + " or ".join(str(c) for c in candidates)
-                     + " (reinstall pytest-dumpref, or set DUMPREF_PLUGIN_SRC)")
-
-
-def header_dir() -> Path:
-    """The folder holding ``pjrt_c_api.h``, from the installed ``xla-cpu-pjrt`` wheel."""
-    spec = importlib.util.find_spec("xla_plugins.xla_cpu_pjrt")
-    if spec is None or not spec.submodule_search_locations:
-        raise BuildError("the PJRT C API header comes from the 'xla-cpu-pjrt' package, which is "
-                         "not installed (pip install xla-cpu-pjrt==0.0.1)")
-    include = Path(list(spec.submodule_search_locations)[0]) / "include"
-    if not (include / "pjrt_c_api.h").is_file():
-        raise BuildError(f"pjrt_c_api.h not found in {include} (broken xla-cpu-pjrt install?)")
-    return include
-
-
-def find_compiler() -> str:
-    """``$CC``, else the first of cc, gcc, clang on PATH."""
-    cc = os.environ.get("CC")
-    if cc:
-        if shutil.which(cc.split()[0]) is None:
-            raise BuildError(f"CC={cc!r} is set but not found on PATH")
-        return cc
-    for name in ("cc", "gcc", "clang"):
-        if shutil.which(name):
-            return name
-    raise BuildError("building the dumpref PJRT plugin needs a C compiler, and none was found "
-                     "(tried $CC, cc, gcc, clang): install gcc or clang, or set CC")
 
 
 def sources(src: Path | None = None) -> list[Path]:
@@ -162,14 +122,12 @@ class BuiltPlugin:
     def api(self):
         """A cffi view of the library's ``PJRT_Api`` table (see :mod:`.abi`)."""
         if self._api is None:
-            from .abi import PjrtApi
             self._api = PjrtApi(self.path)
         return self._api
 
     def run_jax(self, code: str, *, env: dict | None = None, trace: bool = True,
                 disable: Sequence[str] = (), timeout: float = 180):
         """Run a jax snippet in a subprocess with this library registered; see :mod:`.trace`."""
-        from .trace import run_jax
         return run_jax(self.path, code, env=env, trace=trace, disable=disable, timeout=timeout)
 
     def record(self, evidence) -> None:
