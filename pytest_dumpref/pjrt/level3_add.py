@@ -1,6 +1,7 @@
 """Level 3 for ``jax.jit(lambda x: x + 1)``: the minimal plugin's table given the eight entry
-points level 3 needs, written in Python through cffi, so Study 3 can run (and list) what Compile
-and Execute must produce before a builder writes it in C.
+points level 3 needs and OutputMemoryKinds (minimal.c's memory kind is "hbm", and jax takes an
+output's kind to be "device" unless told), written in Python through cffi, so Study 3 can run
+(and list) what Compile and Execute must produce before a builder writes it in C.
 
 ``install(library)`` loads the minimal plugin (plugin_c/minimal/minimal.c, levels 1 and 2), fills
 its level-3 slots with the functions below, and must run before jax first asks for a device (jax

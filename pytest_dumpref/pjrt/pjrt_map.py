@@ -356,11 +356,11 @@ def jax_view_table(view: dict, calls: list) -> list[dict]:
     return rows
 
 
-def _all_calls(pmap: "PjrtMap", fn: str) -> list:
+def _all_calls(pmap: PjrtMap, fn: str) -> list:
     return [c for lm in pmap.levels for c in lm.records if c.fn == fn]
 
 
-def sent_facts(pmap: "PjrtMap", transposed_strides: list[int]) -> list[dict]:
+def sent_facts(pmap: PjrtMap, transposed_strides: list[int]) -> list[dict]:
     """What jax sent and accepted, read off the decoded traces of every level: each row says
     what was looked at, what the runs showed, and whether the rule holds in them."""
     rows = []
@@ -436,3 +436,107 @@ def measure_map(plugin, levels=LEVELS, *, workers: int = 2) -> PjrtMap:
         _CACHE[key] = PjrtMap(levels=maps, implemented=implemented, runs=runs + 1,
                               jax_view=view, jax_view_calls=view_calls)
     return _CACHE[key]
+
+
+# ---- the contract the tables of needs do not show: exports, return types, ownership ---------
+
+def exported_symbols(library) -> list[str]:
+    """The functions a library exports (its dynamic symbol table, read by binutils' nm)."""
+    import shutil
+    import subprocess
+    nm = shutil.which("nm")
+    if nm is None:
+        raise RuntimeError("nm (binutils) is needed to read a library's exported symbols")
+    done = subprocess.run([nm, "-D", "--defined-only", str(library)], capture_output=True,
+                          text=True, check=True)
+    return sorted(line.split()[-1] for line in done.stdout.splitlines()
+                  if len(line.split()) == 3 and line.split()[1] in "TW")
+
+
+def slot_return_types() -> dict[str, str]:
+    """PJRT_Api slot -> the C return type of its function, from the real header (cffi)."""
+    from .abi import _ffi
+    out = {}
+    for name, f in _ffi().typeof("PJRT_Api").fields:
+        if f.type.kind == "function":
+            out[name] = f.type.result.cname.replace(" *", "*")
+    return out
+
+
+def _header_text() -> str:
+    from .build import header_dir
+    return (header_dir() / "pjrt_c_api.h").read_text()
+
+
+def field_comments() -> dict[str, str]:
+    """"PJRT_X.field" -> the header's comment on that field of PJRT_X_Args (the // lines just
+    above it and what follows its // out mark), '' when the header says nothing."""
+    import re
+    out = {}
+    for m in re.finditer(r"^struct (\w+)_Args \{(.*?)^\};", _header_text(), re.DOTALL | re.MULTILINE):
+        pending: list[str] = []
+        for line in m.group(2).splitlines():
+            text = line.strip()
+            if text.startswith("//"):
+                pending.append(text[2:].strip())
+                continue
+            fm = re.match(r"[^/;]*?(\w+)\s*(?:\[[^\]]*\])?;\s*(?://\s*(.*))?$", text)
+            if fm:
+                tail = re.sub(r"^(in/)?out\b\.?\s*", "", fm.group(2) or "").strip()
+                out[f"{m.group(1)}.{fm.group(1)}"] = " ".join(pending + ([tail] if tail else []))
+            pending = [] if text else pending
+    return out
+
+
+def function_comment(entry_point: str) -> str:
+    """The header's comment above ``typedef ... entry_point(...)``."""
+    import re
+    lines = _header_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if re.match(rf"typedef .*\b{entry_point}\(", ln))
+    doc: list[str] = []
+    for ln in reversed(lines[:at]):
+        if not ln.startswith("//"):
+            break
+        doc.insert(0, ln[2:].strip())
+    return " ".join(doc)
+
+
+def pointer_outputs(pmap: PjrtMap) -> list[dict]:
+    """Every pointer the device filled in levels 1-3 (the fill tables show it as 'set' or as an
+    earlier output), in order of first fill, with what jax did with it in the traces."""
+    from .abi import _ffi
+    ffi = _ffi()
+    comments = field_comments()
+    every = [(lm.level.number, c) for lm in pmap.levels for c in lm.records]
+    rows: dict[str, dict] = {}
+    for level, c in every:
+        for k, v in c.outputs.items():
+            key = f"{c.fn}.{k}"
+            if key in rows or not isinstance(v, str) or not (v == "set" or v.startswith("PJRT_")):
+                continue
+            if v.startswith(("PJRT_Buffer_Type_", "PJRT_Error_Code_")):
+                continue
+            ctype = dict(ffi.typeof(f"{c.fn}_Args").fields)[k].type.cname
+            back = sorted({d.fn for _, d in every if key in d.inputs.values()})
+            freed = [f for f in back if f.endswith("_Destroy")]
+            if c.inputs.get(k) not in (None, "NULL"):
+                owner = "jax: it passes its own array, the device writes into it"
+            elif freed:
+                owner = "jax, with " + ", ".join(freed)
+            else:
+                owner = "the device (jax frees it with nothing)"
+            rows[key] = {"level": level, "output": key, "C type": ctype,
+                         "jax passes it back to": ", ".join(f for f in back if f not in freed) or "-",
+                         "owner": owner, "the header says": comments.get(f"{c.fn}.{k}", "") or "-"}
+    return list(rows.values())
+
+
+def error_destroys_of_null(calls) -> list[str]:
+    """For each PJRT_Error_Destroy jax called with error = NULL, the entry point before it."""
+    out, before = [], None
+    for c in calls:
+        if c.fn == "PJRT_Error_Destroy" and c.inputs.get("error") == "NULL":
+            out.append(f"{before.fn} (answered {before.error or 'NULL'})" if before else "?")
+        if not c.fn.startswith("PJRT_Error_"):
+            before = c
+    return out
