@@ -1187,7 +1187,7 @@ static int run_insn(run_ctx* r, const prog_program* p, const prog_func* f, const
     case OP_SELECT: select_(in, a, argv, o); break;
     case OP_CLAMP: clamp(in, f->values, argv, o); break;
     case OP_BROADCAST: broadcast(in, a, argv[0], o); break;
-    case OP_RESHAPE: memcpy(o, argv[0], rt_bytes(&in->shape)); break;
+    case OP_RESHAPE: if (o != argv[0]) memcpy(o, argv[0], rt_bytes(&in->shape)); break;
     case OP_TRANSPOSE: transpose(in, a, argv[0], o); break;
     case OP_SLICE: slice(in, a, argv[0], o); break;
     case OP_CONCAT: concatenate(in, f->values, argv, o); break;
@@ -1261,6 +1261,12 @@ int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* con
         int id = in->out + q;
         if (direct[id]) {
           vals[id] = outputs[direct[id] - 1];
+        } else if (in->op == OP_RESHAPE && owned[in->in[0]] && f->last_use[in->in[0]] == k) {
+          /* a reshape is its operand's bytes: when nothing reads the operand after it, the
+           * buffer changes hands instead of being copied (run_insn then sees src == dst) */
+          vals[id] = vals[in->in[0]];
+          owned[id] = true;
+          owned[in->in[0]] = false;
         } else {
           vals[id] = rt_alloc(rt_bytes(&f->values[id]) + 8);
           owned[id] = vals[id] != NULL;
