@@ -25,6 +25,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Callable, Iterable
 
 from . import xla_private
@@ -61,6 +62,10 @@ class DumpError(Exception):
 class LazyHloFile:
     """An HLO text file (``self.path``) read and parsed on first use; the dataclasses that
     use it declare ``_text`` and ``_module`` fields."""
+    # for the type checker only: the dataclasses that use it declare these fields themselves
+    path: Path
+    _text: str | None
+    _module: Any
 
     @property
     def text(self) -> str:
@@ -294,8 +299,10 @@ class Dump:
                                 f"(expected <step>.<pipeline>.after_<pass>[.before_<pass>])") from None
             self.snapshots.append(Snapshot(step, pipeline, after, before, path))
         self._before = self._optimized = self._traffic = None
-        self._fusion_log_folder = None
-        self._recompile = None  # set by DumpSession: the same compile, with the fusion log
+        self._fusion_log_folder: tuple | None = None
+        # set by DumpSession: the same compile, with the fusion log; (its folder, module id)
+        self._recompile: Callable[[], tuple] | None = None
+        self.backend: str | None = None  # the platform DumpSession compiled for
 
     @classmethod
     def from_folder(cls, folder, module: str | None = None) -> "Dump":
@@ -341,15 +348,19 @@ class Dump:
         """The optimized module, the program that runs, parsed (hlo.HloModule):
         ``d.optimized.entry.instructions`` in program order."""
         if self._optimized is None:
-            if self.files.optimized is None:
-                raise DumpError(f"{self.folder}: {self.files.key} has no *after_optimizations.txt")
-            self._optimized = parse_file(self.files.optimized)
+            self._optimized = parse_file(self.optimized_file())
         return self._optimized
+
+    def optimized_file(self) -> Path:
+        """The optimized module's file (``*after_optimizations.txt``)."""
+        if self.files.optimized is None:
+            raise DumpError(f"{self.folder}: {self.files.key} has no *after_optimizations.txt")
+        return self.files.optimized
 
     @property
     def optimized_text(self) -> str:
         """The optimized module's HLO text, as XLA wrote it."""
-        return read_text(self.files.optimized)
+        return read_text(self.optimized_file())
 
     @property
     def buffer_assignment(self) -> str:
@@ -392,7 +403,7 @@ class Dump:
 
     def passes_seen(self) -> set[str]:
         """Every pass and pipeline name any snapshot file mentions."""
-        out = set()
+        out: set[str] = set()
         for s in self.snapshots:
             out.update(x for x in (s.pipeline, s.after, s.before) if x)
         out -= {"pipeline-start", "pipeline-end"}
@@ -521,7 +532,7 @@ class DumpSession:
                           tag="-unfused")
         if _canonical_module(d.optimized_text) == _canonical_module(reference.optimized_text):
             raise DumpError(f"disabling {', '.join(passes)} left the optimized module of "
-                            f"{_fn_name(fn)} unchanged ({d.files.optimized.name})")
+                            f"{_fn_name(fn)} unchanged ({d.optimized_file().name})")
         self._record(d)
         return d
 
@@ -570,7 +581,7 @@ class DumpSession:
         manifest = d.write_manifest()
         if self.evidence is None:
             return
-        what = d.function + (f" without {d.options['xla_disable_hlo_passes']}"
+        what = (d.function or "") + (f" without {d.options['xla_disable_hlo_passes']}"
                              if d.options.get("xla_disable_hlo_passes") else "")
         self.evidence.file(f"XLA dump of {what}", manifest)
         self.evidence.observe(backend=d.backend, params=d.params, options=d.options)
@@ -585,7 +596,7 @@ def _runner_files(fn) -> list[str]:
     same claim, numbers its frames differently under ``pytest -n 2`` (more frames above the
     test) than in a serial run.  Files the caller's own frame or ``fn`` live in are kept."""
     here = _THIS_FILE
-    f = sys._getframe(1)
+    f: FrameType | None = sys._getframe(1)
     while f is not None and f.f_code.co_filename == here:
         f = f.f_back
     if f is None:

@@ -108,7 +108,7 @@ class ModuleFusion:
     when the pass logged no decision).  ``uncalled``: computations the pass visited that no
     instruction calls (see ``fusion_policy.uncalled_computations``)."""
     module: str
-    before: object               # dump.Snapshot
+    before: Snapshot
     log: list
     predicted: list              # fusion_policy.Prediction, logged ones only
     rows: list
@@ -247,7 +247,7 @@ def fusion_report(folder, module: str | None = None, **model_options) -> list:
     for m in mods:
         try:
             d = Dump(m)
-            log = None
+            log: list | None = None
             if not fusion_log_files(df.folder, m.id):
                 if snapshot_before_fusion(d) is not None:
                     raise DumpError(f"{df.folder}: module {m.key}: the fusion pass changed it (a "

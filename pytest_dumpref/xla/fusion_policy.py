@@ -140,6 +140,12 @@ class Node:
     def attr(self, key, default=None):
         return self.inst.attrs.get(key, default) if self.inst is not None else default
 
+    def fused_computation(self) -> FusedComputation:
+        """The computation of a fusion instruction (it has one from the moment it is made)."""
+        if self.fused is None:
+            raise FusionModelError(f"{self.name} ({self.opcode}) has no fused computation")
+        return self.fused
+
     def __repr__(self):
         return f"<Node {self.name} {self.opcode}>"
 
@@ -340,7 +346,7 @@ class FusionResult:
     computation: str
     decisions: list
     nodes: list                  # Nodes left in the computation, in their original order
-    root: Node = None
+    root: Node | None = None
 
 
 class _Pass:
@@ -389,7 +395,8 @@ class _Pass:
 
     # -- post order (HloComputation::MakeInstructionPostOrder) ----------------------------
     def post_order(self) -> list[Node]:
-        order, state = [], {}
+        order: list[Node] = []
+        state: dict[int, int] = {}
         for n in self.nodes.values():
             if n.users:
                 continue
@@ -461,7 +468,7 @@ class _Pass:
                 self.on("FusionWouldDuplicate and IsExpensive"):
             return "expensive producer would be duplicated", "FusionWouldDuplicate and IsExpensive"
         if consumer.opcode == "fusion" and producer.opcode == "reduce":
-            if sum(1 for c in consumer.fused.clones if c.opcode == "reduce") > MAX_REDUCTIONS_IN_FUSION:
+            if sum(1 for c in consumer.fused_computation().clones if c.opcode == "reduce") > MAX_REDUCTIONS_IN_FUSION:
                 return "Too many reductions inside single fusion.", "ShouldFuse: kMaxReductionsInFusion"
         if producer.opcode == "constant" and consumer.opcode != "fusion" and self.on("ShouldFuse: lone constant"):
             return "Not fusing: insufficient non-constant nodes.", "ShouldFuse: lone constant"
@@ -537,13 +544,13 @@ class _Pass:
         """HloInstruction::CreateFusion around ``consumer``, which it replaces."""
         f = Node(name, "fusion", consumer.shape, None, "kLoop")
         f.origin = consumer.origin
-        f.fused = FusedComputation(None, [], [])
-        clone = self._clone(consumer, f.fused)
-        f.fused.root, f.fused.clones = clone, [clone]
+        params: list = []   # the fused computation's parameter shapes, shared with its clones
+        clone = Clone(consumer.name, consumer.opcode, consumer.shape, consumer.inst, params)
+        f.fused = FusedComputation(clone, [clone], params)
         for o in consumer.operands:
             if o not in f.operands:
                 f.operands.append(o)
-                f.fused.params.append(o.shape)
+                params.append(o.shape)
         clone.operands = [("param", f.operands.index(o)) for o in consumer.operands]
         for o in dict.fromkeys(consumer.operands):
             _drop_user(o, consumer)
@@ -569,7 +576,7 @@ class _Pass:
         parameter into the clone, and take the producer's operands as new parameters."""
         ev = self.evaluation(fusion)
         indexing_users = ev.remove_operand(producer)
-        fc = fusion.fused
+        fc = fusion.fused_computation()
         k = fusion.operands.index(producer)
         clone = self._clone(producer, fc)
         # the parameter k becomes the clone; later parameters shift down by one
@@ -612,7 +619,7 @@ class _Pass:
     def run(self) -> FusionResult:
         post = self.post_order()
         do_not = self.globally_unfusible(post)
-        queue = list(post)
+        queue: list[Node | None] = list(post)   # None: a node fused away since
         index = {id(n): i for i, n in enumerate(queue)}
         while True:
             while queue and queue[-1] is None:
@@ -620,6 +627,7 @@ class _Pass:
             if not queue:
                 break
             inst = queue.pop()
+            assert inst is not None  # the Nones at the end were just dropped
             index.pop(id(inst), None)
             operands = [i for i, o in enumerate(inst.operands) if id(o) in index]
             operands.sort(key=lambda i: -index[id(inst.operands[i])])
@@ -629,6 +637,7 @@ class _Pass:
                 producer = inst.operands[i]
                 if not _is_fusible(producer):
                     continue
+                reason: str | None
                 if id(producer) in do_not and self.on("ComputeGloballyUnfusible"):
                     reason, rule = NOT_DUPLICABLE, "ComputeGloballyUnfusible"
                 else:
@@ -662,10 +671,11 @@ class _IndexingEvaluation:
 
     def __init__(self, fusion: Node):
         self.fusion = fusion
-        self.indexing_users: dict[int, set] = {id(fusion.fused.root): {id(fusion)}}
+        fc = fusion.fused_computation()
+        self.indexing_users: dict[int, set] = {id(fc.root): {id(fusion)}}
         self.count: dict[int, int] = {id(fusion): 1}
         self.by_id: dict[int, object] = {id(fusion): fusion}
-        order = _clone_post_order(fusion.fused)
+        order = _clone_post_order(fc)
         for c in reversed(order):
             self._update_count(c)
             self._update_operands(c)
@@ -713,7 +723,7 @@ def _user_count(n: Node) -> int:
     total = 0
     for u in n.users:
         if u.opcode == "fusion":
-            total += len(u.fused.users_of_param(u.operands.index(n)))
+            total += len(u.fused_computation().users_of_param(u.operands.index(n)))
         else:
             total += 1
     return total
@@ -952,6 +962,7 @@ def fused_module_text(module: HloModule, results: list[FusionResult]) -> str:
             blocks.append(_computation_text(comp))
             continue
         lines = []
+        assert r.root is not None, "predict gives every result its root"
         nodes = _final_post_order(r.nodes, r.root)
         for n in nodes:
             if n.opcode == "fusion" and n.inst is None:
@@ -1010,7 +1021,7 @@ def _node_body(n: Node) -> str:
 
 
 def _fused_text(fname: str, fusion: Node, k: int) -> str:
-    fc = fusion.fused
+    fc = fusion.fused_computation()
     names = {}
     lines = [f"  %p{k}.{i} = {s} parameter({i})" for i, s in enumerate(fc.params)]
     order = _clone_post_order(fc)

@@ -534,7 +534,7 @@ def _set_attributes(inst: Instruction, rest: str, pos: int) -> None:
                              f"{rest[:30]!r}", pos)
         rest = rest[1:].lstrip()
     inst._attr_text = rest
-    called = []
+    called: list[str] = []
     if rest:
         for m in _CALLED.finditer(rest):
             value = m.group(2)
@@ -548,8 +548,8 @@ def _set_attributes(inst: Instruction, rest: str, pos: int) -> None:
         raise _LineError(f"{inst.opcode} {inst.name or '(nested)'} names no computation: "
                          f"{missing}= is missing", pos)
     if inst.opcode == "fusion":
-        m = _KIND.search(rest)
-        inst.fusion_kind = m.group(1) if m else None
+        kind = _KIND.search(rest)
+        inst.fusion_kind = kind.group(1) if kind else None
 
 
 # A whole single-line instruction in one match, the form of nearly every line XLA prints:
@@ -567,7 +567,7 @@ async-done scan topk
 
 
 def _called_of(attr_text: str) -> list:
-    called = []
+    called: list[str] = []
     for m in _CALLED.finditer(attr_text):
         value = m.group(2)
         if value[0] == "{":
@@ -613,7 +613,7 @@ def _from_whole_line(m, raw: str):
             return None
     parameter_number = None
     if kind == 2:
-        operands = []
+        operands: list[str] = []
         if opcode == "parameter":
             if not ops.isdigit():
                 return None
@@ -689,6 +689,7 @@ class HloComputation:
 
     __slots__ = ("name", "instructions", "root", "is_entry", "header", "callees", "_by_name",
                  "memo", "line_offsets", "inlined")
+    _by_name: dict[str, Instruction] | None
 
     def __init__(self, name: str, instructions: list, root: Instruction, is_entry: bool,
                  header: str, line_offsets=(), callees: list | None = None):
@@ -716,15 +717,18 @@ class HloComputation:
         params.sort(key=lambda i: i.parameter_number)
         return params
 
-    def instruction(self, name: str) -> Instruction:
+    @property
+    def by_name(self) -> dict[str, Instruction]:
+        """Its instructions by name (the parser fills it in as it checks the operands)."""
         if self._by_name is None:
             self._by_name = {i.name: i for i in self.instructions}
-        return self._by_name[name]
+        return self._by_name
+
+    def instruction(self, name: str) -> Instruction:
+        return self.by_name[name]
 
     def __contains__(self, name: str) -> bool:
-        if self._by_name is None:
-            self._by_name = {i.name: i for i in self.instructions}
-        return name in self._by_name
+        return name in self.by_name
 
     def __repr__(self) -> str:
         return f"<HloComputation {self.name}: {len(self.instructions)} instructions>"
@@ -753,7 +757,7 @@ class HloModule:
         self.entry = entry
         self.source = source
         self.lines = lines or {}  # computation name -> line of its header in the source
-        self._index = None
+        self._index: dict[str, Instruction] | None = None
 
     def instruction(self, name: str) -> Instruction:
         """Any instruction of the module by name (XLA keeps names unique per module)."""
@@ -870,16 +874,17 @@ def _parse_module(text: str, source: str | None) -> HloModule:
         seen_anything = True
         guess = _block_end_guess(lines, i)
         key = "\n".join(lines[i:guess + 1]) if guess > 0 else None
-        comp = _BLOCK_CACHE.get(key) if guess > 0 else None
+        comp = _BLOCK_CACHE.get(key) if key is not None else None
         end = guess
-        if comp is None and guess > 0:
+        if comp is None and key is not None:
             comp = _read_block(key, guess - i - 1, stripped, header_match, source, i)
             if comp is not None:
                 _BLOCK_CACHE[key] = comp
         if comp is None:
             comp, end = _read_computation(lines, i, source)
             if not comp.inlined:  # those are renamed per module: not shared
-                _BLOCK_CACHE[key if end == guess else "\n".join(lines[i:end + 1])] = comp
+                _BLOCK_CACHE[key if key is not None and end == guess
+                             else "\n".join(lines[i:end + 1])] = comp
         if comp.inlined:
             _add_inlined(comp, computations, comp_lines, i + 1)
         if comp.name in computations:
@@ -1021,15 +1026,15 @@ def _read_computation(lines: list, start: int, source):
             depth = _open_brackets(raw) if s.endswith((",", "{", "(", "[")) else 0
         slow = True
         open_item = depth > 0 or s.endswith((",", "{", "("))
+    header = lines[start].strip()
+    m = _COMPUTATION_HEADER.match(header)
+    assert m is not None, "only called on a line that opens a computation"
     if end < 0:
-        m = _COMPUTATION_HEADER.match(lines[start].strip())
         last = n
         while last > 1 and not lines[last - 1].strip():
             last -= 1
         raise HloParseError(f"file ends inside computation {m.group(2)} (opened at line "
                             f"{start + 1}): truncated?", source=source, line=last)
-    header = lines[start].strip()
-    m = _COMPUTATION_HEADER.match(header)
     name, is_entry = m.group(2), m.group(1) is not None
     comp_inline: list = []
     needs_resolve = False
@@ -1189,7 +1194,7 @@ def _extract_inline(text: str, line: int, source):
     """Computations written inline as an attribute's value (``to_apply={ ... }``): parsed on
     their own and replaced in ``text`` by a placeholder name that the module resolves to
     XLA's name for them (``_``, ``_.1``, ...)."""
-    found = []
+    found: list[HloComputation] = []
     while True:
         m = _INLINE_COMPUTATION.search(text)
         if not m:

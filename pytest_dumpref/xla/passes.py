@@ -23,6 +23,8 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from .dump import Dump, DumpError, LazyHloFile
 from .hlo import PRIMITIVE_BITS, parse_shape
@@ -41,7 +43,8 @@ _METADATA_TEXT = re.compile(r", metadata=\{[^{}]*\}")
 def _element_bytes_text() -> str:
     """The byte width of every element type, grouped, from the table hlo.py sizes arrays with
     (so the stated rule cannot drift from the sizes used)."""
-    whole, sub = {}, []
+    whole: dict[int, list[str]] = {}
+    sub: list[str] = []
     for t, bits in PRIMITIVE_BITS.items():
         if t in ("token", "opaque"):
             continue
@@ -244,7 +247,7 @@ class State(LazyHloFile):
     pass_name: str
     pipeline: str
     step: int | None
-    path: object
+    path: Path
     _module: object = field(default=None, repr=False)
     _text: str | None = field(default=None, repr=False)
 
@@ -316,7 +319,7 @@ class PassChange:
 
     def to_dict(self, *, excerpts: bool = True, flops: bool = False) -> dict:
         fb, fa = self.figures_before, self.figures_after
-        out = {
+        out: dict[str, Any] = {
             "pass": self.pass_name, "pipeline": self.pipeline, "step": self.step,
             "before_file": str(self.before.path), "after_file": str(self.after.path),
             "score": round(self.score, 6),
@@ -334,15 +337,15 @@ class PassChange:
             b, a = self.flops()
             out["flops"] = {"before": b, "after": a}
         if excerpts:
-            b, a = self.excerpt()
-            out["excerpt"] = {"before": b, "after": a}
+            eb, ea = self.excerpt()
+            out["excerpt"] = {"before": eb, "after": ea}
         return out
 
 
 def _kernel_difference(a: Figures, b: Figures) -> list[tuple]:
     """Kernels of ``a`` that ``b`` lacks: compared by (name, shape, bytes), so a kernel that
     kept its name but changed what it moves counts on both sides."""
-    left = {}
+    left: dict[tuple, int] = {}
     for k in b.kernels:
         left[k] = left.get(k, 0) + 1
     out = []
@@ -363,11 +366,12 @@ def _kernel_dict(k: tuple) -> dict:
 def states(dump: Dump) -> list[State]:
     """The module before optimizations, every snapshot, the optimized module: in order."""
     dump.check_complete()
-    out = [State("before optimizations", "(input)", "", None, dump.files.before_optimizations)]
+    before, optimized = dump.files.before_optimizations, dump.files.optimized
+    assert before is not None and optimized is not None, "check_complete raises without them"
+    out = [State("before optimizations", "(input)", "", None, before)]
     for s in dump.snapshots:
         out.append(State(s.label, s.after, s.pipeline, s.step, s.path))
-    out.append(State("after optimizations", "(after the last dumped pass)", "", None,
-                     dump.files.optimized))
+    out.append(State("after optimizations", "(after the last dumped pass)", "", None, optimized))
     return out
 
 
@@ -627,7 +631,8 @@ def _diff(a, b, norm: _Normalizer):
     b_by_name = {c.name: c for c in comps_b}
     a_names = {c.name for c in comps_a}
     same_objects: dict = {}
-    ta, matched = [], {}
+    ta: list[tuple] = []
+    matched: dict = {}
     for ca in comps_a:
         cb = b_by_name.get(ca.name)
         if cb is None:
@@ -647,7 +652,7 @@ def _diff(a, b, norm: _Normalizer):
             else:
                 ta.append((ca.name, inst))
         matched[ca.name] = (True, same)
-    tb = []
+    tb: list[tuple] = []
     for cb in comps_b:
         if cb.name not in a_names:
             tb.extend((cb.name, i) for i in cb.instructions)
@@ -732,7 +737,7 @@ def _excerpt(module, marked: set, sign: str, max_lines: int) -> str:
             continue
         header = comp.header if len(comp.header) <= 100 else comp.header[:96] + " ...{"
         out.append(header)
-        keep = set()
+        keep: set[int] = set()
         for n in hits:
             keep.update((n - 1, n, n + 1))
         last = -1
@@ -840,7 +845,8 @@ def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
     if not found:
         raise DumpError(f"{df.folder}: no module {module!r} (modules: "
                         f"{', '.join(m.key for m in df.modules)})")
-    out = {"folder": str(df.folder), "definitions": dict(DEFINITIONS), "modules": []}
+    out: dict[str, Any] = {"folder": str(df.folder), "definitions": dict(DEFINITIONS),
+                           "modules": []}
     for mf in found:
         entry: dict = {"module": mf.key, "name": mf.name, "snapshots": len(mf.snapshot_paths)}
         try:
@@ -853,7 +859,8 @@ def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
             entry["input"] = _figures_dict(first)
             entry["optimized"] = _figures_dict(last)
             entry["passes_that_changed"] = len(changes)
-            base = changes[0].baseline if changes else baseline_of(d.before_optimizations)
+            base = changes[0].baseline if changes else None
+            base = base or baseline_of(d.before_optimizations)  # pass_changes gives every one
             entry["baseline"] = {"R0": base.bytes_read, "W0": base.bytes_written,
                                  "N0": base.instructions}
             entry["passes"] = []

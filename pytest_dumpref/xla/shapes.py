@@ -45,6 +45,8 @@ class Shape:
 
     __slots__ = ("element_type", "dims", "layout", "tuple_shapes", "dynamic_dims", "_text",
                  "_bytes", "_xla_bytes")
+    _bytes: int | None
+    _xla_bytes: int | None
 
     def __init__(self, element_type: str, dims: tuple = (), layout: str | None = None,
                  tuple_shapes: list | None = None, dynamic_dims: tuple = (), text: str | None = None):

@@ -32,7 +32,10 @@ class _Module:
     and where each name it imports comes from."""
 
     def __init__(self, module, listed: set) -> None:
-        path = Path(inspect.getsourcefile(module)).resolve()
+        source_file = inspect.getsourcefile(module)
+        if source_file is None:
+            raise ListingError(f"{module.__name__}: no Python source to list")
+        path = Path(source_file).resolve()
         self.name = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
         self.package = module.__package__ or ""
         self.source = inspect.getsource(module)
@@ -66,7 +69,7 @@ class _Module:
                     reads |= {a.asname or a.name for a in sub.names}
                     local.append((sub.lineno, sub.end_lineno))
             for bound in names:
-                self.defs[bound] = (first, node.end_lineno, reads - {bound})
+                self.defs[bound] = (first, node.end_lineno or node.lineno, reads - {bound})
                 self.dropped[bound] = local
 
     def _source_of(self, node) -> str:
@@ -106,14 +109,16 @@ class _Module:
 def _free_names(node) -> set:
     """The names a definition reads and does not bind itself (its locals, arguments,
     comprehension and loop variables are not the module's)."""
-    loads, binds = set(), set()
+    loads: set[str] = set()
+    binds: set[str] = set()
     for n in ast.walk(node):
         if isinstance(n, ast.Name):
             (loads if isinstance(n.ctx, ast.Load) else binds).add(n.id)
         elif isinstance(n, ast.arg):
             binds.add(n.arg)
-        elif (isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node) \
-                or (isinstance(n, ast.ExceptHandler) and n.name):
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
+            binds.add(n.name)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
             binds.add(n.name)
         elif isinstance(n, (ast.Import, ast.ImportFrom)) and not getattr(n, "level", 0):
             binds.update((a.asname or a.name).split(".")[0] for a in n.names)

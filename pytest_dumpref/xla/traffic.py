@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -554,7 +555,9 @@ class _Rules:
         """For an instruction whose amount is that of computations it runs (``Runs`` in the
         table): how XLA combines them ("sum" or "max") and their names; None otherwise."""
         runs = opcode_rule(inst.opcode).runs
-        names = runs.computations(inst) if runs is not None else None
+        if runs is None:
+            return None
+        names = runs.computations(inst)
         return None if names is None else (runs.xla_combines, names)
 
     def instruction(self, comp: HloComputation, inst: Instruction) -> float:
@@ -578,7 +581,7 @@ class _Rules:
     def default_terms(self, comp: HloComputation, inst: Instruction) -> list:
         """The default rule's terms, in the order XLA adds them: every leaf of the output,
         then each operand (a tuple operand by its index table)."""
-        by_name = comp._by_name
+        by_name = comp.by_name
         return _leaf_sizes(inst.shape) + [_xla_size(by_name[o].shape) for o in inst.operands]
 
     def scatter_bytes(self, comp: HloComputation, inst: Instruction) -> int:
@@ -623,8 +626,9 @@ class _Rules:
             for x in fused.instructions:
                 if x.opcode in ("gather", "scatter"):
                     n = self.terms(fused, x)[0]
-                    details = {"output": [], "constants": [], "operands": [], "terms": [n],
-                               "custom": (x.opcode, x.name, n)}
+                    details: dict[str, Any] = {
+                        "output": [], "constants": [], "operands": [], "terms": [n],
+                        "custom": (x.opcode, x.name, n)}
                     return n, details
         root = fused.root
         # "terms": every amount in the order HandleFusion adds it (for its float32 total)
@@ -752,7 +756,7 @@ def is_bitcast_transpose(comp: HloComputation, inst: Instruction) -> bool:
 
 def _leaf_paths(shape: Shape, prefix: tuple = ()):
     """Shape indices of the array leaves of a tuple shape, depth first."""
-    for i, sub in enumerate(shape.tuple_shapes):
+    for i, sub in enumerate(shape.tuple_shapes or ()):
         if sub.is_tuple:
             yield from _leaf_paths(sub, prefix + (i,))
         else:
@@ -967,7 +971,7 @@ class ModuleTraffic:
         return found
 
     def as_dict(self) -> dict:
-        d = {"module": self.module.name, "source": self.module.source,
+        d: dict[str, Any] = {"module": self.module.name, "source": self.module.source,
              "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
              "bytes_accessed": self.bytes_accessed,
              "kernels": [k.as_dict() for k in self.kernels]}
@@ -1001,7 +1005,7 @@ class _Builder:
 
     def kernel(self, comp: HloComputation, inst: Instruction, executions: int, prefix: str,
                entry_name: str) -> None:
-        by_name = comp._by_name
+        by_name = comp.by_name
         shapes = [by_name[o].shape for o in inst.operands]
         read = 0
         for s in shapes:
@@ -1021,13 +1025,14 @@ class _Builder:
             return
         runs = rule.runs
         names = runs.computations(inst) if runs is not None and runs.spill_style else None
-        if names is None:
+        if runs is None or names is None:
             self.kernel(comp, inst, executions, prefix, entry_name)
             return
         times = runs.times(inst) if runs.times is not None else [1] * len(names)
         if runs.xla_combines == "max":
             # which one runs is data-dependent: count the heaviest, as XLA does
-            k = max(range(len(names)), key=lambda k: self.rules.computation(names[k]))
+            amounts = [self.rules.computation(c) for c in names]
+            k = amounts.index(max(amounts))
             names, times = [names[k]], [times[k]]
         for name, n in zip(names, times):
             self.computation(self.module.computations[name], executions * n,
