@@ -9,7 +9,7 @@ runs its callee's kernels.
 
 XLA's own HloCostAnalysis ("bytes accessed") counts almost the same thing but not quite.
 ``xla_rule_bytes`` restates its rules instruction by instruction (so that a difference can be
-pinned on an instruction), and ``ModuleTraffic.compare_with_xla`` names every instruction
+pinned on an instruction), ``OPCODE_RULES`` holding each opcode's rule in both models, and ``ModuleTraffic.compare_with_xla`` names every instruction
 where the two models differ and why.  XLA adds its amounts in float32, so above 2**24 bytes
 its total is rounded; ``xla_float32_total`` replays that arithmetic, and the rounding is named
 as a difference of its own.  Any remainder beyond that is reported as unexplained.  The identity ``ours - sum(d.ours - d.xla) == XLA's bytes accessed`` is what the

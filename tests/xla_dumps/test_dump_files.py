@@ -1,7 +1,6 @@
 """DumpSession and the dump-folder reader, against real compiles."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
