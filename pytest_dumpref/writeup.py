@@ -253,22 +253,23 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
     out.where = "title"
     out.add(f"# {config.title}")
     out.blank()
+    out.add(f"{_count(len(passed), 'claim')} established, {len(not_established)} not established. Every "
+            "number below was computed by the test named under it, in the run that wrote this "
+            "file; `--dumpref-check` re-runs them and compares.")
+    out.blank()
+    # the findings come first, in the reader's first screen; the introduction and the rule of
+    # the check follow them
+    if sections:
+        _findings(out, sections, config)
     if config.intro:
         out.where = "introduction"
         out.text(config.intro.strip())
         out.blank()
     out.where = "title"
-    out.add(f"{_count(len(passed), 'claim')} established, {len(not_established)} not established. Every "
-            "number below was computed by the test named under it, in the run that wrote this "
-            "file; `--dumpref-check` re-runs them and compares.")
-    out.blank()
     if any(_judged(i, r["nodeid"]) for r in passed for i in r["evidence"]):
         out.add(config.measured.sentence() + " A tolerance written ±N% beside a number lets a "
                 "re-run differ from it by N % of its value.")
         out.blank()
-
-    if sections:
-        _findings(out, sections, config)
 
     out.where = "contents"
     out.add("## Contents")

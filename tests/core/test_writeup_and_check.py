@@ -346,13 +346,25 @@ def test_the_reproduce_line_of_a_claim_works_as_written(project):
                               "  bytes: 1048576 B  (write-up: 1048576 B)"])
 
 
-def test_intro_file_is_rendered_under_the_title(pytester):
+def test_intro_file_is_rendered_after_the_findings(pytester):
+    """The first screen states the findings: under the title, the count of claims and the
+    Findings; the introduction follows them."""
     pytester.makepyprojecttoml('[tool.dumpref]\ntitle = "T"\nintro_file = "docs/intro.md"\n')
     (pytester.path / "docs").mkdir()
     (pytester.path / "docs" / "intro.md").write_text("How to read this.\n")
-    pytester.makepyfile(test_x="def test_x(): pass\n")
-    pytester.runpytest("--dumpref-report=w.md")
-    assert (pytester.path / "w.md").read_text().startswith("# T\n\nHow to read this.\n")
+    pytester.makepyfile(test_x='''
+import pytest
+@pytest.mark.claim("Two and two make four", finding="two and two make {sum}")
+@pytest.mark.provenance(dtype="i32", shapes={"x": (1,)}, method="arithmetic")
+def test_sum(evidence):
+    evidence.number("sum", 2 + 2)
+    assert 2 + 2 == 4
+''')
+    pytester.runpytest("--dumpref-report=w.md").assert_outcomes(passed=1)
+    text = (pytester.path / "w.md").read_text()
+    assert text.startswith("# T\n\n1 claim established, 0 not established.")
+    assert text.index("## Findings") < text.index("two and two make 4") < text.index("How to read this.\n") \
+        < text.index("## Contents")
     pytester.makepyprojecttoml('[tool.dumpref]\nintro_file = "missing.md"\n')
     res = pytester.runpytest()
     assert res.ret == pytest.ExitCode.USAGE_ERROR
