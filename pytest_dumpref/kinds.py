@@ -720,6 +720,7 @@ class Figure(Kind):
         rel = f"{assets_dir_name(ctx.report_name)}/{self.asset(ctx.record['nodeid'], item)}"
         out.blank()
         out.add(f"![{item['title']}]({rel})")
+        out.blank()  # a paragraph of its own: on the image's next line, the caption sat beside it
         out.add(f"*{item['title']}*")
         if item.get("header"):
             out.blank()
