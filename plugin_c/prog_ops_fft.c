@@ -97,7 +97,11 @@ int rt_fft(run_ctx* r, const prog_func* f, const prog_insn* in, void* const* arg
     if (in->p[0][k] > maxlen) maxlen = in->p[0][k];
     total *= in->p[0][k];
   }
-  if (prog_shape_elements(os) == 0 || n == 0) return PROG_OK;
+  if (prog_shape_elements(os) == 0) return PROG_OK;
+  if (n == 0) {  /* RFFT of length 0 still has one (zero) coefficient per line */
+    memset(vals[in->out], 0, rt_bytes(os));
+    return PROG_OK;
+  }
   double complex* w = malloc((size_t)n * sizeof(double complex));
   double complex* line = malloc((size_t)maxlen * sizeof(double complex));
   double complex* scratch = malloc((size_t)maxlen * sizeof(double complex));

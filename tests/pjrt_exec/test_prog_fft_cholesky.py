@@ -68,6 +68,7 @@ for dt in ("float32", "float64", "complex64", "complex128"):
     bad = spd(dt, (), 4)
     bad[2, 2] = -50
     cases[f"{dt}/cholesky_lower/not_positive_definite"] = (jnp.linalg.cholesky, bad)
+cases["complex64/fft/0/1d"] = (jnp.fft.fft, np.zeros((0,), np.complex64))  # jax's testFftEmpty
 cases["float16/spacing/0x3"] = (jnp.spacing, np.zeros((0, 3), np.float16))
 cases["bool/and_empty_constant/0"] = (lambda x: x & jnp.ones((0,), bool), np.zeros((0,), bool))
 
@@ -110,9 +111,9 @@ def check(results, prefix):
 
 
 def test_fft_matches_cpu(results):
-    # 2 types x (1 + 1 + 2 + 3 + 3 axis counts over 5 shapes) x 4 transforms
+    # 2 types x (1 + 1 + 2 + 3 + 3 axis counts over 5 shapes) x 4 transforms, and an empty one
     assert len(check(results, "fft")) + len(check(results, "ifft")) \
-        + len(check(results, "rfft")) + len(check(results, "irfft")) == 2 * 10 * 4
+        + len(check(results, "rfft")) + len(check(results, "irfft")) == 2 * 10 * 4 + 1
 
 
 def test_cholesky_matches_cpu(results):
