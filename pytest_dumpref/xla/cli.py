@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+# Each command imports the analysis it runs when it runs (no circle: they never import this
+# file): `python -m pytest_dumpref` imports every room's command line just to list them.
 EXIT_BAD_INPUT = 2
 
 

@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterable
 
 from . import xla_private
 from .fusion_log import fusion_decisions_in_folder, fusion_log_files
+from .hlo import HloParseError, parse_module
+from .traffic import module_traffic
 
 # What a dump file name says.  The module name may itself contain dots, so the step (4+ digits
 # between dots) and the fixed suffixes are what anchor the split.
@@ -125,7 +127,6 @@ def read_text(path: Path) -> str:
 
 def parse_file(path: Path, text: str | None = None):
     """Parse one HLO text file; any parse failure becomes a DumpError naming the file."""
-    from .hlo import HloParseError, parse_module
     if text is None:
         text = read_text(path)
     try:
@@ -386,7 +387,6 @@ class Dump:
         """Bytes read and written per kernel of the optimized module (traffic.ModuleTraffic):
         ``.kernels``, ``.bytes_read``, ``.bytes_written``, ``.compare_with_xla(cost)``."""
         if self._traffic is None:
-            from .traffic import module_traffic
             ba = self.buffer_assignment if self.files.buffer_assignment else None
             self._traffic = module_traffic(self.optimized, buffer_assignment_text=ba)
         return self._traffic
@@ -538,7 +538,7 @@ class DumpSession:
 
     # -- internals ------------------------------------------------------------------------
     def _compile(self, fn, args, pass_re, compiler_options, tag) -> Dump:
-        import jax
+        import jax  # here, not at the top: reading a dump folder needs no jax, compiling does
         self._count += 1
         name = _fn_name(fn)
         folder = self.root / f"{self._count:02d}-{_safe(name)}{tag}"
@@ -650,7 +650,7 @@ def _is_static(a) -> bool:
 def _bind(fn, args):
     """Split ``args`` into static values (closed over) and traced ones, and name every array
     leaf by its Python argument name and pytree path (``params['wq']``)."""
-    import jax
+    import jax  # only a compile binds arguments (see _compile)
     import numpy as np
     try:
         bound = inspect.signature(fn).bind_partial(*args)
@@ -702,5 +702,5 @@ def _platform(compiled) -> str:
     try:
         return next(iter(compiled.input_shardings[0][0].device_set)).platform
     except Exception:
-        import jax
+        import jax  # only a compile asks (see _compile)
         return jax.default_backend()

@@ -15,6 +15,8 @@ import json
 import os
 import sys
 
+# Each command imports the analysis it runs when it runs (no circle: they never import this
+# file): `python -m pytest_dumpref` imports every room's command line just to list them.
 EXIT_BAD_INPUT = 2
 
 

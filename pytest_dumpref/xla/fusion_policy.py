@@ -48,7 +48,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .hlo import HloComputation, HloModule, Instruction, Shape
+from .hlo import HloComputation, HloModule, Instruction, Shape, parse_module
+from .traffic import module_traffic
 
 MOF_REASON = "multi-output fusion not supported by this pass"
 NOT_DUPLICABLE = "operand can not be duplicated"
@@ -1048,8 +1049,6 @@ def undo_fusion_bytes(module: HloModule) -> tuple[int, int]:
     """Bytes accessed (spill-style, ``traffic.module_traffic``) of the program as the model
     says it runs without the fusion pass and with it, both after the fusion wrapper:
     (unfused, fused).  Their difference is what undoing the pass costs in memory traffic."""
-    from .hlo import parse_module
-    from .traffic import module_traffic
     name = module.source or module.name
     unfused = parse_module(fused_module_text(module, predict(module, fuse=False, wrap=True)),
                            source=f"{name} (model: fusion disabled)")

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .dump import Dump, DumpError, LazyHloFile
+from .dump import Dump, DumpError, DumpFolder, LazyHloFile
 from .hlo import PRIMITIVE_BITS, parse_shape
 from .traffic import OPCODE_RULES, RUNS_COMPUTATIONS, instruction_kernels
+from .xla_private import cost_analysis
 
 # A name's numeric suffix (``add.123`` -> ``add``; ``%`` is not a word character, so ``%add.1``
 # starts at a word boundary too; ``.`` cannot occur inside the name, so the run is greedy).
@@ -802,7 +803,6 @@ _COST_CACHE: dict[str, dict] = {}
 
 
 def _xla_cost(state: State) -> dict:
-    from .xla_private import cost_analysis
     key = str(state.path)
     if key not in _COST_CACHE:
         try:
@@ -839,7 +839,6 @@ def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
     byte arithmetic and excerpts, as plain data.  A module that cannot be analysed gets an
     ``error`` naming the file instead, and the others are still analysed.  Raises DumpError
     when the folder holds no dumps or no module of that name."""
-    from .dump import DumpFolder
     df = DumpFolder(folder)
     found = df.find(module)
     if not found:
