@@ -38,6 +38,7 @@ import hashlib
 import json
 import math
 import numbers
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable
@@ -55,6 +56,11 @@ from .measured import parse_bound, within_bound
 NUMBERS_FOLD = 8
 TABLE_FOLD = 4
 EXCERPT_FOLD = 8
+# An excerpt of more than EXCERPT_KEPT_BESIDE bytes (a whole module listed so a reader can run
+# it) is kept as a file beside the write-up, which links to it with its size and sha256: the
+# Markdown stays under the 400 KB a GitHub page renders (the fusion model alone is 120 KB), and
+# a reader downloads the file instead of copying thousands of lines out of a page.
+EXCERPT_KEPT_BESIDE = 8 * 1024
 # A note of at least this many characters that several claims record is rendered under the
 # first of them; the others point to it (a sentence or two is cheaper said again than pointed to).
 SAID_ONCE_CHARS = 200
@@ -336,7 +342,13 @@ class Kind:
         return None
 
     def asset(self, nodeid: str, item: dict) -> str | None:
-        """The file name the item keeps beside the write-up, if any (copied from item["path"])."""
+        """The file name the item keeps beside the write-up, if any (under the write-up's assets
+        folder: its text from :meth:`asset_text`, or else copied from item["path"])."""
+        return None
+
+    def asset_text(self, item: dict) -> str | None:
+        """The text of the item's file beside the write-up, when the item holds it (the check
+        then compares the file with it byte for byte); None: copied from item["path"]."""
         return None
 
     def run_lines(self, item: dict, written: list[dict]) -> list[str]:
@@ -529,6 +541,36 @@ class Excerpt(Kind):
         for ln in lines:
             out.add(ln)
 
+    @staticmethod
+    def kept_beside(item: dict) -> bool:
+        return len(item["text"].encode("utf-8")) > EXCERPT_KEPT_BESIDE
+
+    def asset(self, nodeid: str, item: dict) -> str | None:
+        """A long excerpt's file: the file name its title starts with ("fusion_model.py: ..."),
+        in a folder named for its claim, so a reader runs it under that name."""
+        if not self.kept_beside(item):
+            return None
+        m = re.match(r"([A-Za-z_][\w-]*(?:\.[A-Za-z0-9]+)+)(?=[\s:,(]|$)", item["title"])
+        claim = re.sub(r"[^A-Za-z0-9._-]+", "-", nodeid.split("::")[-1])[:80]
+        if m:
+            return f"{claim}/{m.group(1)}"
+        return f"{claim}/{asset_name(nodeid, item['title'], '.txt')[len(claim) + 1:] or 'excerpt.txt'}"
+
+    def asset_text(self, item: dict) -> str | None:
+        return item["text"] if self.kept_beside(item) else None
+
+    def line_of(self, lines: list[str], start: int, name: str) -> int | None:
+        return next((i + 1 for i in range(start, len(lines)) if lines[i].startswith(f"**{name}**")), None)
+
+    def _beside(self, out: Out, ctx: RenderContext, item: dict) -> None:
+        text = item["text"]
+        rel = f"{assets_dir_name(ctx.report_name)}/{self.asset(ctx.record['nodeid'], item)}"
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        n = text.rstrip("\n").count("\n") + 1
+        out.add(f"**{item['title']}**: [`{rel.rsplit('/', 1)[-1]}`]({rel}), {n:,} lines, "
+                f"{format_number(len(text.encode('utf-8')), 'B')}, sha256 `{digest}`, kept beside this file "
+                "(the check compares it byte for byte).")
+
     def render(self, out: Out, ctx: RenderContext, index: int) -> int:
         item = ctx.items[index]
         out.blank()
@@ -536,6 +578,9 @@ class Excerpt(Kind):
         if after is not None and self.before_after(item, after):
             self._pair(out, item, after)
             return 2
+        if self.kept_beside(item):
+            self._beside(out, ctx, item)
+            return 1
         lines = fence(item["text"], item.get("lang"))
         if self.folds(item):
             folded(out, f"{item['title']} ({len(lines) - 2} lines)", lambda: out.lines_of(lines))

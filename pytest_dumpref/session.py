@@ -292,6 +292,24 @@ class DumprefSession:
                 line = _line_of(written["lines"], nodeid, what)
                 if line not in seen:
                     result.differences.append(check.Difference(line, nodeid, "claim", problem))
+        # A file kept beside the write-up (a long listing) must be the text its data holds,
+        # which the lines above tie to this run's.
+        assets = path.parent / writeup.assets_dir_name(path.name)
+        for nodeid, w in written["claims"].items():
+            if w.get("outcome") != "passed" or not covers(nodeid):
+                continue
+            for item in w["evidence"]:
+                kind = kinds.lookup(item["kind"], nodeid)
+                text = kind.asset_text(item)
+                if text is None:
+                    continue
+                f = assets / kind.asset(nodeid, item)
+                problem = (f"{f} is missing" if not f.is_file() else
+                           None if f.read_bytes() == text.encode("utf-8") else
+                           f"{f} differs from the {kind.label(item)} the write-up's data holds")
+                if problem:
+                    line = kind.line_of(written["lines"], 0, item[kind.key]) if kind.key else None
+                    result.differences.append(check.Difference(line or 1, nodeid, "claim", problem))
         if written["trailer"].strip():
             result.differences.append(check.Difference(len(written["lines"]) + 1, None, "data block",
                                                        "the file has text after its data block"))
@@ -357,7 +375,13 @@ class DumprefSession:
                     if asset is None:
                         continue
                     dest = tmp / "assets" / asset
-                    src = Path(item["path"]) if item.get("path") else assets / dest.name
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    text = kind.asset_text(item)
+                    if text is not None:
+                        dest.write_text(text, encoding="utf-8")
+                        n_figures += 1
+                        continue
+                    src = Path(item["path"]) if item.get("path") else assets / asset
                     if not src.is_file():
                         self.problems.append(f"claim {rec['nodeid']}: {kind.label(item)} is kept from the "
                                              f"existing write-up but {src} is gone; run the claim again")

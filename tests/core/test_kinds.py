@@ -132,3 +132,46 @@ def test_an_item_that_does_not_travel_as_json_is_refused_when_recorded():
     with pytest.raises(kinds.ClaimError, match=r"claim t.py::test_x: evidence.raw: the item it records does not travel as JSON"):
         e.raw(object())
     assert e.items == []
+
+
+LISTING_CLAIM = '''
+import pytest
+
+MODULE = "".join(f"def f{i}(x):\\n    return x + {i}\\n\\n" for i in range(400))
+
+@pytest.mark.s
+@pytest.mark.claim("The module is listed whole.")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="listed")
+def test_listed(evidence):
+    evidence.excerpt("model.py: the module, whole", MODULE, lang="python")
+    evidence.excerpt("short.py: two lines", "a = 1\\nb = 2\\n", lang="python")
+    evidence.number("definitions", MODULE.count("def "))
+    assert MODULE.count("def ") == 400
+'''
+
+
+def test_a_long_excerpt_is_kept_beside_the_writeup_and_checked_byte_for_byte(pytester):
+    """A listing too long for a page (over EXCERPT_KEPT_BESIDE bytes) is written beside the
+    write-up under the file name its title starts with and linked with its sha256; a short one
+    stays in the page.  The check fails, naming the file, when the kept file is edited or gone."""
+    import hashlib
+    pytester.makepyprojecttoml(PYPROJECT)
+    pytester.makepyfile(test_listed=LISTING_CLAIM)
+    pytester.runpytest("--dumpref-report=w.md").assert_outcomes(passed=1)
+    kept = pytester.path / "w.assets" / "test_listed" / "model.py"
+    text = kept.read_text()
+    assert text.count("def ") == 400 and len(text.encode()) > kinds.EXCERPT_KEPT_BESIDE
+    page = (pytester.path / "w.md").read_text()
+    assert "def f399" not in page and "a = 1" in page
+    assert "[`model.py`](w.assets/test_listed/model.py)" in page
+    assert hashlib.sha256(text.encode()).hexdigest() in page
+    pytester.runpytest("--dumpref-check=w.md").assert_outcomes(passed=1)
+
+    kept.write_text(text.replace("return x + 7\n", "return x + 8\n"))
+    res = pytester.runpytest("--dumpref-check=w.md")
+    assert res.ret != 0
+    assert "w.assets/test_listed/model.py differs from" in res.stdout.str()
+    kept.unlink()
+    res = pytester.runpytest("--dumpref-check=w.md")
+    assert res.ret != 0
+    assert "model.py is missing" in res.stdout.str()
