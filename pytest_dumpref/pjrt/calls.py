@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .abi import ERROR_CODES, _ffi
-from .build import header_dir
+from .toolchain import header_dir
 
 HEADER_FIELDS = ("struct_size", "extension_start")
 

@@ -202,7 +202,8 @@ class Program:
 
     def listing(self) -> str:
         body = self.main()
-        types = lambda ts: ", ".join(f"{d}{list(s)}" for d, s in map(self.tensor_type, ts))
+        def types(ts):
+            return ", ".join(f"{d}{list(s)}" for d, s in map(self.tensor_type, ts))
         lines = [f"main({', '.join(f'%{v}: {types([t])}' for v, t in body['args'])})"]
         for op in body["ops"]:
             res = ", ".join(f"%{v}" for v in op["results"])
