@@ -390,7 +390,7 @@ def test_the_layout_names_what_is_there():
     named = []
     for line in block("Layout", "").text.splitlines():
         m = re.match(r"^( *)(\S+)", line)
-        if not m:
+        if not m or m.group(2) == "#":  # a comment line names a group of rooms
             continue
         depth = len(m.group(1)) // 2
         parents[depth:] = [m.group(2).rstrip("/")]
