@@ -9,7 +9,7 @@ import argparse
 import importlib
 import sys
 
-ROOMS = ("pytest_dumpref.xla.cli", "pytest_dumpref.xla.fusion_cli", "pytest_dumpref.pjrt.cli")
+ROOMS: tuple[str, ...] = ("pytest_dumpref.xla.cli", "pytest_dumpref.xla.fusion_cli", "pytest_dumpref.pjrt.cli")
 ROOMS += ("pytest_dumpref.scaffold",)   # init: a project of your own (scaffold.py)
 
 

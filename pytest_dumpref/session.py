@@ -300,16 +300,16 @@ class DumprefSession:
                 continue
             for item in w["evidence"]:
                 kind = kinds.lookup(item["kind"], nodeid)
-                text = kind.asset_text(item)
-                if text is None:
+                text, kept = kind.asset_text(item), kind.asset(nodeid, item)
+                if text is None or kept is None:
                     continue
-                f = assets / kind.asset(nodeid, item)
-                problem = (f"{f} is missing" if not f.is_file() else
-                           None if f.read_bytes() == text.encode("utf-8") else
-                           f"{f} differs from the {kind.label(item)} the write-up's data holds")
-                if problem:
-                    line = kind.line_of(written["lines"], 0, item[kind.key]) if kind.key else None
-                    result.differences.append(check.Difference(line or 1, nodeid, "claim", problem))
+                f = assets / kept
+                if f.is_file() and f.read_bytes() == text.encode("utf-8"):
+                    continue
+                gone = f"{f} is missing" if not f.is_file() else \
+                    f"{f} differs from the {kind.label(item)} the write-up's data holds"
+                at = kind.line_of(written["lines"], 0, item[kind.key]) if kind.key else None
+                result.differences.append(check.Difference(at or 1, nodeid, "claim", gone))
         if written["trailer"].strip():
             result.differences.append(check.Difference(len(written["lines"]) + 1, None, "data block",
                                                        "the file has text after its data block"))

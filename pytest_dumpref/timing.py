@@ -51,6 +51,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .claims import measured as measured_cell
 from .provenance import cpu_caches  # noqa: F401 - the claims read the caches through timing
@@ -421,7 +422,7 @@ def _module_programs(module_name: str, names: list) -> tuple:
     module = importlib.import_module(module_name)
     source = inspect.getsource(module)
     tree = ast.parse(source)
-    defined = {}                                       # top-level name -> its statement
+    defined: dict[str, ast.stmt] = {}                  # top-level name -> its statement
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             defined[node.name] = node
@@ -608,7 +609,7 @@ def resolve_program(ref: str):
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise TimingError(f"program {ref!r}: cannot import {module_name}: {e}") from e
-    fn = module
+    fn: Any = module
     for part in attr.split("."):
         fn = getattr(fn, part, None)
         if fn is None:
@@ -659,9 +660,9 @@ def _worker(plan: TimingPlan) -> dict:
     stream_x = jax.device_put(rng.standard_normal(plan.stream_shape).astype(np.float32))
     tiny_x = jax.device_put(np.ones(8, np.float32))
 
-    kernels = {}   # name -> (compiled, args, options as compiled)
-    twins = {}     # (program, args, options) -> the first variant compiled with them
-    copies = {}    # ... -> how many A/A copies of it so far
+    kernels: dict = {}   # name -> (compiled, args, options as compiled)
+    twins: dict = {}     # (program, args, options) -> the first variant compiled with them
+    copies: dict = {}    # ... -> how many A/A copies of it so far
     for name, options in plan.variants.items():
         key = plan.program_of(name)
         fn, args = inputs[key]
@@ -691,7 +692,7 @@ def _worker(plan: TimingPlan) -> dict:
 
     turn = {STREAM_COLD: 0}
 
-    def run(name, n) -> list:
+    def run(name, n) -> tuple:
         """Seconds of each of ``n`` calls; each call finishes before the next starts.  The
         cold stream takes its inputs in turn, so that no call finds its input in cache."""
         compiled, a, _ = kernels[name]
@@ -713,8 +714,8 @@ def _worker(plan: TimingPlan) -> dict:
     for name in kernels:
         run(name, plan.warmup_calls)
 
-    samples = {name: [] for name in kernels}
-    wall_samples = {name: [] for name in kernels}
+    samples: dict[str, list] = {name: [] for name in kernels}
+    wall_samples: dict[str, list] = {name: [] for name in kernels}
     faults = {name: 0 for name in kernels}
     orders = []
     shuffle = random.Random(plan.seed)
@@ -756,8 +757,10 @@ def _worker(plan: TimingPlan) -> dict:
     calls = plan.rounds * per_pass * max(1, plan.passes)   # the timed ones (faults are counted around them)
     variants = {}
     for name, (compiled, _, options) in kernels.items():
-        cost = compiled.cost_analysis()
-        cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+        raw = compiled.cost_analysis()
+        cost = raw[0] if isinstance(raw, (list, tuple)) else raw
+        if not cost:
+            raise RuntimeError(f"variant {name}: XLA gave no cost analysis")
         variants[name] = {"name": name, "options": plan.variants.get(name, {}),
                           "compiled_options": options,
                           "bytes_accessed": float(cost["bytes accessed"]),

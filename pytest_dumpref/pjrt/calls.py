@@ -145,7 +145,8 @@ def decode_records(records: list[dict], library: Path, library_base: int | None)
         ctype = ffi.typeof(f"{fn}_Args")
         before = bytes.fromhex(rec.get("in", ""))
         after = bytes.fromhex(rec.get("out", ""))
-        fin, fout = {}, {}
+        fin: dict = {}
+        fout: dict = {}
         _flatten(ffi, ctype, before, 0, "", fin)
         _flatten(ffi, ctype, after, 0, "", fout)
         marked = outs.get(f"{fn}_Args", set())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import cffi  # type: ignore[import-untyped]
+import cffi
 import numpy as np
 
 from .abi import PJRT_TYPE_OF_DTYPE, _ffi

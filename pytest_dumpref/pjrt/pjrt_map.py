@@ -183,7 +183,7 @@ class LevelMap:
             return "called, may answer UNIMPLEMENTED (a stub in the full plugin)"
         return "called, may answer UNIMPLEMENTED (knocked out, level passed)"
 
-    def tier_table(self, earlier: set[str] = frozenset()) -> list[dict]:
+    def tier_table(self, earlier: frozenset[str] | set[str] = frozenset()) -> list[dict]:
         """The entry points jax called, in the PJRT_Api table's order, each with its tier.  (The
         table's order, not the call order: at level 3 jaxlib's teardown order varies by run.)"""
         return [{"entry point": n, "calls": self.calls.count(n), "tier": self.tier(n),
@@ -226,7 +226,8 @@ class PjrtMap:
 
     def first_need_table(self) -> list[dict]:
         """Every needed entry point, level by level, in the order it had to be filled."""
-        rows, seen = [], set()
+        rows: list[dict] = []
+        seen: set = set()
         for m in self.levels:
             for need in m.needed:
                 if need.entry_point in seen:

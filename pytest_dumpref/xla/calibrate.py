@@ -155,7 +155,7 @@ def _rows(n):
 
 def _variants() -> dict:
     """variant name -> (program, args, compiler options)."""
-    v = {}
+    v: dict[str, tuple] = {}
     for r in CURVE_ROWS:
         v[f"stream {r}"] = ("k_scale", (_rows(r),), {})
     for r in WRITE_ROWS:
@@ -221,18 +221,18 @@ def rates_from(result) -> "cost_model.Rates":
     # smallest sizes gives the per-byte cost there (its slope) and the cost of a call of
     # such a program (its intercept), which the larger points then subtract.  Under load
     # the dispatch kernel alone moved by more than the 32-row stream's bytes cost.
-    small = [r for r in CURVE_ROWS if 2 * 4 * r * ROW <= SMALL_DISTANCE]
-    xs = [2.0 * 4 * r * ROW for r in small]
-    ys = [med[f"stream {r}"] for r in small]
+    small_rows = [r for r in CURVE_ROWS if 2 * 4 * r * ROW <= SMALL_DISTANCE]
+    xs = [2.0 * 4 * r * ROW for r in small_rows]
+    ys = [med[f"stream {r}"] for r in small_rows]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
     if slope <= 0:
         raise RuntimeError(f"calibration: the small streams did not take longer with size "
-                           f"({dict(zip(small, ys))}): too noisy to measure")
+                           f"({dict(zip(small_rows, ys))}): too noisy to measure")
     curve = [(x, slope) for x in xs]
     for r in CURVE_ROWS:
-        if r in small:
+        if r in small_rows:
             continue
         s = 4 * r * ROW
         curve.append((2.0 * s, max(med[f"stream {r}"] - intercept, 1e-9) / (2.0 * s)))
@@ -264,7 +264,7 @@ def rates_from(result) -> "cost_model.Rates":
     base.fault_s = max(0.0, (med[f"fill {FAULT_ROWS}"] - async_ - sum(base.memory_seconds(k) for k in big.kernels))
                        / pages)
     # compute, per element and class: the kernel's time less what its other classes cost
-    compute = {}
+    compute: dict[str, float] = {}
     order = ["cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
              "reduce (across rows)", "dot", "convolution"]
     names = {"reduce": "rowsum", "reduce (across rows)": "colsum", "convolution": "conv"}

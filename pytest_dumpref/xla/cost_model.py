@@ -230,9 +230,9 @@ class _Buffers:
 
     def __init__(self, module: HloModule, ba_text: str | None, source: str):
         self.module = module
-        self.values = {}          # (name, index) -> (allocation, offset, size)
-        self.kinds = {}           # allocation -> kinds
-        self.bounds = {}          # allocation -> sorted segment boundaries
+        self.values: dict = {}    # (name, index) -> (allocation, offset, size)
+        self.kinds: dict = {}     # allocation -> kinds
+        self.bounds: dict = {}    # allocation -> sorted segment boundaries
         if ba_text is not None:
             for a in parse_buffer_assignment(ba_text, source=source):
                 self.kinds[a.index] = a.kinds
@@ -314,7 +314,8 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         if op in _REFUSED_CONTROL or op.endswith("-start") or op.endswith("-done"):
             refused.append(f"{inst.name}: {op}: the model prices straight-line programs only")
             continue
-        ops, unknown = {}, []
+        ops: dict[str, float] = {}
+        unknown: list = []
         if op == "fusion":
             kind = "library" if inst.fusion_kind == "kCustom" else "loop"
             comp = module.computations[inst.called[0]]
@@ -383,7 +384,7 @@ def _reuse_distances(kernels: list) -> None:
             i -= i & -i
         return total
 
-    last = {}
+    last: dict = {}
     for t in range(2 * n):               # the second lap sees the previous call's accesses
         i = t % n
         mine = segs[i]
@@ -452,7 +453,7 @@ class Rates:
         parts = {c: n * self.compute[c] for c, n in kernel.ops.items()}
         if not parts:
             return 0.0, ""
-        top = max(parts, key=parts.get)
+        top = max(parts, key=lambda c: parts[c])
         return sum(parts.values()), top
 
     def level(self, distance: float) -> str:

@@ -15,8 +15,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 from gfm import fenced_blocks
 
 REPO = Path(__file__).resolve().parents[2]
