@@ -58,9 +58,14 @@ TABLE_FOLD = 4
 EXCERPT_FOLD = 8
 # An excerpt of more than EXCERPT_KEPT_BESIDE bytes (a whole module listed so a reader can run
 # it) is kept as a file beside the write-up, which links to it with its size and sha256: the
-# Markdown stays under the 400 KB a GitHub page renders (the fusion model alone is 120 KB), and
-# a reader downloads the file instead of copying thousands of lines out of a page.
-EXCERPT_KEPT_BESIDE = 8 * 1024
+# Markdown stays under the 400 KB a GitHub page renders (the fusion model alone is 124 KB), and
+# a reader downloads the file instead of copying thousands of lines out of a page.  A listing
+# of a few hundred lines (the minimal plugin's C, 12 KB) stays in the page, folded.
+EXCERPT_KEPT_BESIDE = 16 * 1024
+# The file name a kept excerpt takes: the first file name its title gives, "fusion_model.py: ..."
+# or "the cost model (pytest_dumpref/xla/cost_model.py, whole)", without its folders.
+_TITLE_FILE = re.compile(r"(?<![\w.-])(?:[\w.-]+/)*([A-Za-z_][\w-]*\.(?:py|c|h|cc|cpp|txt|json|toml|md|sh|hlo|mlir|yml|yaml))"
+                         r"(?![\w.-])")
 # A note of at least this many characters that several claims record is rendered under the
 # first of them; the others point to it (a sentence or two is cheaper said again than pointed to).
 SAID_ONCE_CHARS = 200
@@ -546,11 +551,11 @@ class Excerpt(Kind):
         return len(item["text"].encode("utf-8")) > EXCERPT_KEPT_BESIDE
 
     def asset(self, nodeid: str, item: dict) -> str | None:
-        """A long excerpt's file: the file name its title starts with ("fusion_model.py: ..."),
-        in a folder named for its claim, so a reader runs it under that name."""
+        """A long excerpt's file: the first file name its title gives (``_TITLE_FILE``), in a
+        folder named for its claim, so a reader runs it under that name."""
         if not self.kept_beside(item):
             return None
-        m = re.match(r"([A-Za-z_][\w-]*(?:\.[A-Za-z0-9]+)+)(?=[\s:,(]|$)", item["title"])
+        m = _TITLE_FILE.search(item["title"])
         claim = re.sub(r"[^A-Za-z0-9._-]+", "-", nodeid.split("::")[-1])[:80]
         if m:
             return f"{claim}/{m.group(1)}"

@@ -137,16 +137,16 @@ def test_an_item_that_does_not_travel_as_json_is_refused_when_recorded():
 LISTING_CLAIM = '''
 import pytest
 
-MODULE = "".join(f"def f{i}(x):\\n    return x + {i}\\n\\n" for i in range(400))
+MODULE = "".join(f"def f{i}(x):\\n    return x + {i}\\n\\n" for i in range(1000))
 
 @pytest.mark.s
 @pytest.mark.claim("The module is listed whole.")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="listed")
 def test_listed(evidence):
-    evidence.excerpt("model.py: the module, whole", MODULE, lang="python")
+    evidence.excerpt("the module, whole (src/model.py)", MODULE, lang="python")
     evidence.excerpt("short.py: two lines", "a = 1\\nb = 2\\n", lang="python")
     evidence.number("definitions", MODULE.count("def "))
-    assert MODULE.count("def ") == 400
+    assert MODULE.count("def ") == 1000
 '''
 
 
@@ -160,9 +160,9 @@ def test_a_long_excerpt_is_kept_beside_the_writeup_and_checked_byte_for_byte(pyt
     pytester.runpytest("--dumpref-report=w.md").assert_outcomes(passed=1)
     kept = pytester.path / "w.assets" / "test_listed" / "model.py"
     text = kept.read_text()
-    assert text.count("def ") == 400 and len(text.encode()) > kinds.EXCERPT_KEPT_BESIDE
+    assert text.count("def ") == 1000 and len(text.encode()) > kinds.EXCERPT_KEPT_BESIDE
     page = (pytester.path / "w.md").read_text()
-    assert "def f399" not in page and "a = 1" in page
+    assert "def f999" not in page and "a = 1" in page
     assert "[`model.py`](w.assets/test_listed/model.py)" in page
     assert hashlib.sha256(text.encode()).hexdigest() in page
     pytester.runpytest("--dumpref-check=w.md").assert_outcomes(passed=1)

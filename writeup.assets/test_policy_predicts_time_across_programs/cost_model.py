@@ -1,0 +1,543 @@
+"""The time of XLA:CPU's optimized program, kernel by kernel, at rates measured on this machine.
+
+**What a kernel costs.**  Each kernel of the entry computation (a loop fusion, a YNNPACK
+library fusion, or a bare instruction) costs
+
+    launch + max(memory, compute) + page faults
+
+and a program costs one dispatch plus its kernels (the first kernel's launch is part of
+the dispatch).  The rates come from ``calibrate.py``, measured with ``timing.py``'s pinned
+worker:
+
+* *memory*: every buffer the kernel reads or writes, in bytes, each byte priced by the
+  measured cost per byte at its **reuse distance**: the bytes of distinct memory the program
+  touched since that memory was last touched (LRU stack distance, in bytes, the kernel's own
+  other buffers included, counted around the program's repeated calls).  Buffers are the
+  allocation slices of XLA's buffer assignment, so a kernel that writes in place (the fused
+  softmax's last multiply writes over the buffer it reads) touches one buffer, not two, and a
+  temporary that reuses a dead one's memory finds it where that one left it.
+  Without a buffer assignment, every instruction gets its own buffer.
+* *compute*: per operation class (cheap float ops, compare/select, integer, exp, tanh, log,
+  divide, sqrt, rsqrt, reduce, dot and convolution flops) its element count times the
+  measured seconds per element.  An operation with no measured rate (reduce-window, sort,
+  scatter, a custom call...) is refused by name, and so is a while loop: nothing is guessed.
+* *page faults*: an output or temporary of 32 MiB or more is mapped afresh on every call by
+  glibc (``timing.ALLOCATOR_ENV``), and its pages are faulted in: pages x measured seconds.
+
+**Why these terms, and why combined so.**  Measured here (AMD EPYC, 2 cores, 32 MiB L3
+shared with other tenants; pinned single thread):
+
+* Roofline per kernel, not a sum of memory and compute: ``exp`` over f32[rows, 1024] took
+  0.408 ns an element at 1,024 rows (8 MiB touched) and 0.410 at 4,096 rows (32 MiB, where
+  the stream ``y = 2x`` alone took 0.284 ns an element): the memory time vanished under the
+  exps.  The 32-op cheap chain took 0.164 ns at 1,024 rows (compute-bound, stream 0.112)
+  and 0.255 at 4,096 rows (memory-bound, stream 0.284): the larger of the two, not the sum.
+* Reuse distance, not the array's size: the same ``x * y`` over two f32[1024, 1024] arrays
+  took 179 us in one run and 241 us in another, 12 MiB touched a call, where the L3 is
+  shared: the cost per byte rises steeply from about 8 MiB on (13 ps/B at 12 MiB, 17 at
+  16 MiB, 35 at 32 MiB).  In a program a buffer's distance is what the other kernels
+  touched in between, which one stream's size cannot say.
+* One line, once: a kernel that reads a buffer and writes it in place moves it once.  The
+  fused softmax's last multiply (in place, per the buffer assignment) took 43 us in the
+  program (jax.profiler's per-kernel events, fastest of 200 calls), where ``x * v[:, None]``
+  into a separate output took 119 us.  Memory a kernel only writes is priced on its own
+  curve (a broadcast into an output of s bytes, distance s): it is near the stream's in the
+  caches and dearer beyond them.
+* The unfused softmax over f32[1024,1024]: the fusion it loses is the last multiply's, which
+  becomes a 4 MiB broadcast temporary plus a multiply that reads it.  Per kernel (profiler,
+  fastest calls, load average about 3.5): exp kernel 494 us fused, 492-507 unfused; row sum
+  48 and 48; broadcast 60 (unfused only); multiply 43 in place with a column, 129-133 with
+  the temporary.  The kernels' differences add to 155-165 us, and the model predicts
+  100-140 us of them (the in-place multiply it prices at 55-60 us, the broadcast at 55-100).
+  The bytes at one stream's bandwidth predict 110-160 us.  The program-level extra that the
+  timing worker measures was 215-370 us (load average 6-12): 60-200 us more than the sum of
+  the kernels' differences under jax's profiler.  Sampled instead (perf, cpu-clock at 4 kHz,
+  6,000 calls of each variant in a pinned process after its compile, load average 7), the
+  difference is in the kernels, not around them: XLA's loop kernels (perf's JIT code) took
+  83 us a call fused and 318 unfused (the model: 59 and 237), while the runtime, the
+  allocator, the kernel and Python differed by under 20 us a call together; page faults
+  (perf stat: 0.6 a call more unfused) and context switches (2.2 a call, both) add nothing.
+  The loop kernels' memory is what the model under-prices, by about a third at that load;
+  the YNNPACK kernels' times moved by 40-90 us a call between two processes of the same
+  variant, which one sampled run each cannot resolve.  Not modelled yet.
+* Two speeds: the vector units of the machine this was measured on ran an AVX loop at two
+  speeds (70 us or 100-110 us over 16 KiB) in stretches of milliseconds to hundreds of
+  milliseconds, set by whatever shares the physical core; a scalar loop ran at one speed.
+  Compute rates and program times are therefore measured with each round's calls spread
+  over passes (``timing.TimingPlan.passes``), so that both are those of the fast stretches;
+  with all of a round's calls in a row, tanh's rate came out 448 ps an element in one run
+  and 262 in the next.
+* Dispatch: PJRT's CPU client runs a program with few flops on the calling thread, a larger
+  one on its worker thread (a thread switch on one pinned core): two measured dispatch
+  costs, chosen by the program's flops as XLA counts them (below 1,024: inline; ``x * 2``
+  over 256 elements ran inline, over 1,024 elements not; ``exp``, 0 flops, inline).
+
+Pure Python: no jax, no numpy, no pytest.  ``analyse`` turns HLO text (and its buffer
+assignment) into kernels with their accesses and operation counts; ``predict`` prices them
+with ``Rates``.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+
+from .hlo import HloModule, Instruction, parse_module
+from .traffic import parse_buffer_assignment
+
+__all__ = ["Rates", "Kernel", "ProgramCost", "Prediction", "CostModelError", "analyse", "predict",
+           "predict_text", "OP_CLASSES"]
+
+# Large blocks are mapped per call by glibc at and above this size (timing.ALLOCATOR_ENV).
+MMAP_BYTES = 32 * 2 ** 20
+PAGE = 4096
+# Below this many flops a program ran on the calling thread (see the module docstring).
+ASYNC_MIN_OPS = 1024
+
+
+class CostModelError(ValueError):
+    """The model cannot price a program; the message names the kernels and operations."""
+
+
+# ---- operation classes ----------------------------------------------------------------------
+
+# Instructions that compute nothing of their own inside a kernel: their cost is the bytes the
+# kernel reads and writes, which the memory term counts.
+_MOVE = frozenset({
+    "parameter", "constant", "broadcast", "bitcast", "reshape", "slice", "concatenate",
+    "transpose", "copy", "pad", "reverse", "get-tuple-element", "tuple", "dynamic-slice",
+    "dynamic-update-slice", "iota", "bitcast-convert", "gather",
+})
+_CHEAP = frozenset({"add", "subtract", "multiply", "maximum", "minimum", "negate", "abs", "convert",
+                    "sign", "floor", "ceil", "round-nearest-even", "round-nearest-afz", "clamp"})
+_INTEGER_ONLY = frozenset({"and", "or", "xor", "not", "shift-left", "shift-right-logical",
+                           "shift-right-arithmetic", "popcnt", "count-leading-zeros"})
+_SELECT = frozenset({"compare", "select"})
+_NAMED = {"exponential": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt"}
+# The classes the calibration measures; any other operation is refused by name.
+OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
+              "reduce (across rows)", "dot", "convolution")
+_TRANSCENDENTAL = frozenset({"exp", "tanh", "log", "sqrt", "rsqrt"})
+_REFUSED_CONTROL = frozenset({"while", "conditional", "call", "async-start", "async-done"})
+
+
+def _is_int(et: str) -> bool:
+    return et[:1] in ("s", "u") and et[1:].isdigit()
+
+
+def op_class(comp, inst: Instruction) -> tuple:
+    """(class, count) of one instruction inside a kernel; class None: moves data only;
+    class '?': no rate for it."""
+    op, shape = inst.opcode, inst.shape
+    n = 0 if shape.is_tuple else shape.element_count
+    if op == "slice" and any(":" in p and p.count(":") == 2 and p.rsplit(":", 1)[1].strip("]} {") != "1"
+                             for p in inst.attrs.get("slice", "").split(",")):
+        # a strided slice makes the loop read every other element: no rate is measured for it
+        return "?", n
+    if op in _MOVE:
+        return None, 0
+    if op == "reduce":
+        src = comp.instruction(inst.operands[0]).shape
+        k = max(1, len(inst.operands) // 2)
+        # over the minor-most dimension (a row) or across rows: measured apart, since a
+        # column sum strides through memory (calibrate.k_colsum)
+        minor = src.minor_to_major[0] if src.dims else 0
+        cls = "reduce" if minor in _ints(inst.attrs.get("dimensions")) else "reduce (across rows)"
+        return cls, src.element_count * k
+    if op == "dot":
+        lhs = comp.instruction(inst.operands[0]).shape
+        contract = _ints(inst.attrs.get("lhs_contracting_dims"))
+        size = 1
+        for d in contract:
+            size *= lhs.dims[d]
+        return "dot", 2 * n * size
+    if op == "convolution":
+        kernel = comp.instruction(inst.operands[1]).shape
+        labels = inst.attrs.get("dim_labels", "")
+        try:
+            o = labels.split("_")[1].split("->")[0].index("o")
+            per_out = kernel.element_count // kernel.dims[o]
+        except (IndexError, ValueError):
+            return "?", 0
+        return "convolution", 2 * n * per_out
+    if op in _NAMED:
+        return _NAMED[op], n
+    if op == "divide":
+        return ("?" if _is_int(shape.element_type) else "divide"), n
+    if op in _SELECT or (op in ("and", "or", "not", "xor") and shape.element_type == "pred"):
+        return "select", n
+    if op in _CHEAP or op in _INTEGER_ONLY:
+        return ("integer" if _is_int(shape.element_type) else "cheap"), n
+    return "?", n
+
+
+def _ints(text) -> list:
+    if not text:
+        return []
+    return [int(t) for t in text.strip("{}").split(",") if t.strip()]
+
+
+# ---- the program's kernels and their accesses -------------------------------------------------
+
+@dataclass
+class Access:
+    """Bytes of one buffer segment a kernel touches, and that memory's reuse distance."""
+    segment: tuple
+    nbytes: float
+    distance: float = 0.0
+    write_only: bool = False      # written by the kernel and not read by it
+
+
+@dataclass
+class Kernel:
+    name: str
+    opcode: str
+    kind: str                     # 'loop', 'library' (kCustom: YNNPACK), or the opcode
+    ops: dict                     # class -> element count (flops for dot and convolution)
+    unknown: list                 # opcodes with no rate
+    accesses: list
+    fault_pages: float = 0.0
+
+    @property
+    def nbytes(self) -> float:
+        return sum(a.nbytes for a in self.accesses)
+
+    @property
+    def working_set(self) -> float:
+        return sum(s[2] - s[1] for s in {a.segment for a in self.accesses})
+
+
+@dataclass
+class ProgramCost:
+    """What ``analyse`` found: kernels in execution order, and what it cannot price."""
+    module: str
+    kernels: list
+    refused: list                 # "kernel: why" for each kernel the model cannot price
+    source: str = ""
+
+    @property
+    def operations(self) -> float:
+        """Flops as XLA counts them: transcendentals are counted apart and do not decide
+        where PJRT runs the program (an exp-only program ran inline)."""
+        return sum(n for k in self.kernels for c, n in k.ops.items() if c not in _TRANSCENDENTAL)
+
+
+class _Buffers:
+    """Instruction (and tuple index) -> the allocation segments holding its value."""
+
+    def __init__(self, module: HloModule, ba_text: str | None, source: str):
+        self.module = module
+        self.values: dict = {}    # (name, index) -> (allocation, offset, size)
+        self.kinds: dict = {}     # allocation -> kinds
+        self.bounds: dict = {}    # allocation -> sorted segment boundaries
+        if ba_text is not None:
+            for a in parse_buffer_assignment(ba_text, source=source):
+                self.kinds[a.index] = a.kinds
+                b = {0, a.size}
+                for v in a.values:
+                    self.values.setdefault((v.name, v.index), (a.index, v.offset, v.size))
+                    b.update((v.offset, v.offset + v.size))
+                self.bounds[a.index] = sorted(b)
+        self.synthetic = ba_text is None
+
+    def of(self, name: str, index: str = "{}") -> list:
+        """Segments (allocation, start, end) of a value; follows bitcasts and tuple elements."""
+        inst = self.module.entry.instruction(name)
+        if self.synthetic:
+            return self._synthetic(inst, index)
+        if (name, index) in self.values:
+            a, off, size = self.values[(name, index)]
+            return self._split(a, off, off + size)
+        if inst.opcode == "get-tuple-element":
+            i = inst.attrs.get("index", "0")
+            return self.of(inst.operands[0], "{" + i + "}")
+        if inst.opcode in ("bitcast", "copy") and inst.operands:
+            return self.of(inst.operands[0], index)
+        if index == "{}" and inst.shape.is_tuple:
+            out = []
+            for i in range(len(inst.shape.tuple_shapes)):
+                out += self.of(name, "{" + str(i) + "}")
+            return out
+        keys = [k for k in self.values if k[0] == name]
+        if keys:
+            out = []
+            for k in keys:
+                a, off, size = self.values[k]
+                out += self._split(a, off, off + size)
+            return out
+        raise CostModelError(f"{self.module.source or self.module.name}: no buffer for {name}{index} "
+                             f"in the buffer assignment")
+
+    def _synthetic(self, inst, index) -> list:
+        if inst.opcode in ("bitcast", "get-tuple-element", "copy") and inst.operands:
+            return self._synthetic(self.module.entry.instruction(inst.operands[0]), index)
+        return [(inst.name, 0, inst.shape.byte_size)]
+
+    def _split(self, a, start, end) -> list:
+        b = self.bounds[a]
+        i = bisect.bisect_right(b, start) - 1
+        out = []
+        while i < len(b) - 1 and b[i] < end:
+            out.append((a, max(b[i], start), min(b[i + 1], end)))
+            i += 1
+        return out
+
+    def fresh_per_call(self, segment) -> bool:
+        """Output or temporary memory (malloc'd per call), not a parameter or constant."""
+        if self.synthetic:
+            inst = self.module.entry.instruction(segment[0])
+            return inst.opcode not in ("parameter", "constant")
+        kinds = self.kinds.get(segment[0], ())
+        return not any(k in kinds for k in ("parameter", "constant", "thread-local"))
+
+    def allocation_size(self, segment) -> float:
+        if self.synthetic:
+            return segment[2] - segment[1]
+        return self.bounds[segment[0]][-1]
+
+
+def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source: str = "") -> ProgramCost:
+    """The kernels of an optimized module, their operation counts and their accesses with
+    reuse distances (rate-independent: ``predict`` prices them)."""
+    module = parse_module(hlo_text, source=source or None)
+    buffers = _Buffers(module, buffer_assignment_text, source or module.name)
+    entry = module.entry
+    kernels, refused = [], []
+    for inst in entry.instructions:
+        op = inst.opcode
+        if op in ("parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
+                  "opt-barrier", "add-dependency"):
+            continue
+        if op in _REFUSED_CONTROL or op.endswith("-start") or op.endswith("-done"):
+            refused.append(f"{inst.name}: {op}: the model prices straight-line programs only")
+            continue
+        ops: dict[str, float] = {}
+        unknown: list = []
+        if op == "fusion":
+            kind = "library" if inst.fusion_kind == "kCustom" else "loop"
+            comp = module.computations[inst.called[0]]
+            body = comp.instructions
+        else:
+            kind, comp, body = op, entry, [inst]
+        for i in body:
+            cls, n = op_class(comp, i)
+            if cls == "?":
+                unknown.append("strided slice" if i.opcode == "slice" else i.opcode)
+            elif cls is not None:
+                ops[cls] = ops.get(cls, 0) + n
+        if op == "custom-call":
+            unknown.append(f"custom-call {inst.attrs.get('custom_call_target', '?')}")
+        if unknown:
+            refused.append(f"{inst.name}: no measured rate for {', '.join(sorted(set(unknown)))}")
+        # every distinct segment the kernel reads or writes, once: a line read and written
+        # in place is fetched once and written back once, as a line only read or only written
+        # is (write-allocate); see the module docstring for the measurement
+        out = buffers.of(inst.name)
+        segs = []
+        for o in dict.fromkeys(inst.operands):
+            segs += buffers.of(o)
+        read = set(segs)
+        accesses = [Access(sg, float(sg[2] - sg[1]), write_only=sg not in read)
+                    for sg in dict.fromkeys(segs + out)]
+        pages = 0.0
+        for s in {s for s in out}:
+            if buffers.fresh_per_call(s) and buffers.allocation_size(s) >= MMAP_BYTES:
+                pages += (s[2] - s[1]) / PAGE
+        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages))
+    _reuse_distances(kernels)
+    return ProgramCost(module.name, kernels, refused, source)
+
+
+def _reuse_distances(kernels: list) -> None:
+    """Each access's reuse distance in bytes, in the steady state of repeated calls.
+
+    A kernel streams its buffers from start to end, so a line of a buffer was last touched
+    partway through the kernel that last touched it, and is touched again partway through
+    this one: on average half of the last kernel's other bytes came after it, and half of
+    this kernel's come before it.  The distance is therefore half the bytes of the last
+    toucher, all the distinct bytes of the kernels in between, and half the bytes of this
+    kernel (a byte in both halves counts once).  For a kernel called again and again on the
+    same buffers (the calibration's stream) this is its working set, the point the curve
+    was measured at.
+    """
+    n = len(kernels)
+    segs = [{a.segment: a.segment[2] - a.segment[1] for a in k.accesses} for k in kernels]
+    # A Fenwick tree over time holds each segment's size at the time it was last touched,
+    # so the bytes touched between two kernels are one prefix-sum difference (programs of
+    # thousands of kernels stay linear-logarithmic).
+    tree = [0.0] * (2 * n + 1)
+
+    def add(i, v):
+        i += 1
+        while i <= 2 * n:
+            tree[i] += v
+            i += i & -i
+
+    def upto(i):                          # sum over times 0..i
+        i += 1
+        total = 0.0
+        while i > 0:
+            total += tree[i]
+            i -= i & -i
+        return total
+
+    last: dict = {}
+    for t in range(2 * n):               # the second lap sees the previous call's accesses
+        i = t % n
+        mine = segs[i]
+        if t >= n:
+            # this kernel's segments by when they were last touched, with running sums: the
+            # bytes of those not touched since kernel j are one bisection away
+            order = sorted((last.get(s_, -1), size) for s_, size in mine.items())
+            whens = [w for w, _ in order]
+            running = list(itertools.accumulate(size for _, size in order))
+            own = {}                                     # j -> kernel j's bytes untouched since
+            for a in kernels[i].accesses:
+                j = last[a.segment]
+                between = upto(t - 1) - upto(j)          # distinct bytes touched after kernel j
+                if j not in own:
+                    own[j] = sum(size for s_, size in segs[j % n].items() if last[s_] == j)
+                k = bisect.bisect_right(whens, j)
+                a.distance = float(between + 0.5 * own[j] + 0.5 * (running[k - 1] if k else 0.0))
+        for s_, size in mine.items():
+            if s_ in last:
+                add(last[s_], -size)
+            add(t, size)
+            last[s_] = t
+
+
+# ---- rates and the prediction ---------------------------------------------------------------
+
+@dataclass
+class Rates:
+    """This machine's rates (``calibrate.py`` measures them; JSON round-trips)."""
+    dispatch_inline_s: float
+    dispatch_async_s: float
+    launch_s: float
+    curve: list                   # [(reuse distance in bytes, seconds per byte)], increasing
+    cold_s_per_byte: float
+    fault_s: float
+    compute: dict                 # class -> seconds per element (per flop for dot, convolution)
+    machine: dict = field(default_factory=dict)
+    checks: list = field(default_factory=list)
+    # memory a kernel only writes, by reuse distance (a write-only broadcast); empty: `curve`
+    write_curve: list = field(default_factory=list)
+
+    def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
+        """Interpolated in log(distance) between measured points; clamped at both ends."""
+        curve = self.write_curve if write_only and self.write_curve else self.curve
+        xs = [math.log(max(d, 1.0)) for d, _ in curve]
+        x = math.log(max(distance, 1.0))
+        k = bisect.bisect_left(xs, x)
+        if k == 0:
+            return curve[0][1]
+        if k == len(xs):
+            return curve[-1][1]
+        f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
+        return curve[k - 1][1] + f * (curve[k][1] - curve[k - 1][1])
+
+    def access_seconds(self, a: Access) -> float:
+        return a.nbytes * self.seconds_per_byte(a.distance, write_only=a.write_only)
+
+    def memory_seconds(self, kernel: Kernel) -> float:
+        return sum(self.access_seconds(a) for a in kernel.accesses)
+
+    def compute_seconds(self, kernel: Kernel) -> tuple:
+        """(seconds, class that costs most)."""
+        missing = [c for c in kernel.ops if c not in self.compute]
+        if missing:
+            raise CostModelError(f"{kernel.name}: the rates have no measured rate for {', '.join(missing)}")
+        parts = {c: n * self.compute[c] for c, n in kernel.ops.items()}
+        if not parts:
+            return 0.0, ""
+        top = max(parts, key=lambda c: parts[c])
+        return sum(parts.values()), top
+
+    def level(self, distance: float) -> str:
+        caches = sorted((c["bytes"], c["level"]) for c in self.machine.get("caches", [])
+                        if c.get("type") in ("Data", "Unified"))
+        for size, lvl in caches:
+            if distance <= size:
+                return f"L{lvl}"
+        return "DRAM" if caches else f"{distance / 2 ** 20:.1f} MiB away"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Rates":
+        d = dict(d)
+        d["curve"] = [tuple(p) for p in d["curve"]]
+        d["write_curve"] = [tuple(p) for p in d.get("write_curve", [])]
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path) -> "Rates":
+        with open(path) as f:
+            return cls.from_json(json.load(f))
+
+
+@dataclass
+class KernelTime:
+    name: str
+    kind: str
+    seconds: float
+    memory_s: float
+    compute_s: float
+    fault_s: float
+    regime: str
+    nbytes: float
+    working_set: float
+
+    def as_dict(self) -> dict:
+        return {"kernel": self.name, "kind": self.kind, "us": self.seconds * 1e6, "memory us": self.memory_s * 1e6,
+                "compute us": self.compute_s * 1e6, "faults us": self.fault_s * 1e6, "regime": self.regime,
+                "bytes": self.nbytes, "working set": self.working_set}
+
+
+@dataclass
+class Prediction:
+    module: str
+    kernels: list                 # KernelTime, in execution order
+    dispatch_s: float
+    launch_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.dispatch_s + sum(k.seconds for k in self.kernels) - (self.launch_s if self.kernels else 0.0)
+
+    def as_dict(self) -> dict:
+        return {"module": self.module, "total us": self.total_s * 1e6, "dispatch us": self.dispatch_s * 1e6,
+                "kernels": [k.as_dict() for k in self.kernels]}
+
+
+def predict(program: ProgramCost, rates: Rates) -> Prediction:
+    """Price ``program``; raises CostModelError naming every kernel it cannot price."""
+    if program.refused:
+        raise CostModelError(f"{program.source or program.module}: cannot model " + "; ".join(program.refused))
+    times = []
+    for k in program.kernels:
+        mem = rates.memory_seconds(k)
+        comp, cls = rates.compute_seconds(k)
+        faults = k.fault_pages * rates.fault_s
+        if comp > mem:
+            regime = f"compute ({cls})"
+        else:
+            far = max(k.accesses, key=rates.access_seconds, default=None)
+            regime = f"memory ({rates.level(far.distance)})" if far else "launch"
+        times.append(KernelTime(k.name, k.kind, rates.launch_s + max(mem, comp) + faults, mem, comp, faults,
+                                regime, k.nbytes, k.working_set))
+    dispatch = rates.dispatch_async_s if program.operations >= ASYNC_MIN_OPS else rates.dispatch_inline_s
+    return Prediction(program.module, times, dispatch, rates.launch_s)
+
+
+def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "") -> Prediction:
+    return predict(analyse(hlo_text, buffer_assignment_text, source=source), rates)
+
+
+def compare(fused: Prediction, unfused: Prediction) -> dict:
+    """The predicted times of two variants of one program and their difference (seconds)."""
+    return {"fused_s": fused.total_s, "unfused_s": unfused.total_s, "extra_s": unfused.total_s - fused.total_s}
