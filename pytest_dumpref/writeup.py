@@ -165,8 +165,9 @@ def _row_key(row) -> tuple:
 
 
 def _findings(out: Out, sections: list, config: DumprefConfig) -> None:
-    """One line a claim, under its section's title: its ``finding=`` with the numbers it
-    quotes (``{name}``), or its title, linked to the claim."""
+    """Under each section's title, one line a claim with a ``finding=`` (the numbers it quotes,
+    ``{name}``, shown and checked), linked to the claim; the titles of consecutive claims
+    without one share a line."""
     out.where = "findings"
     out.add("## Findings")
     out.blank()
@@ -174,20 +175,33 @@ def _findings(out: Out, sections: list, config: DumprefConfig) -> None:
         if len(sections) > 1:
             out.add(f"**{prose(config.section_title(s))}**")
             out.blank()
+        # consecutive claims without a finding share one line of links (a run of ten
+        # "Rank N" titles took ten lines of the first screen and said nothing more)
+        bare: list[str] = []
+
+        def flush() -> None:
+            if bare:
+                out.claim = None
+                out.add("- " + " · ".join(bare))
+                bare.clear()
         for r in rs:
-            out.claim = r["nodeid"]
             title = r.get("title") or default_title(r["nodeid"])
-            pieces: list = [f"- [{link_text(title)}](#{anchor(r['nodeid'])})"]
-            if r.get("finding"):
-                numbers = {i["name"]: i for i in r["evidence"] if i["kind"] == NUMBER.name}
-                pieces.append(": ")
-                pos = 0
-                for m in FINDING_FIELD.finditer(r["finding"]):
-                    pieces.append(prose(r["finding"][pos:m.start()]))
-                    pieces.append(NUMBER.piece(numbers[m.group(1)], f"finding's number {m.group(1)!r}")[0])
-                    pos = m.end()
-                pieces.append(prose(r["finding"][pos:]))
+            link = f"[{link_text(title)}](#{anchor(r['nodeid'])})"
+            if not r.get("finding"):
+                bare.append(link)
+                continue
+            flush()
+            out.claim = r["nodeid"]
+            pieces: list = [f"- {link}: "]
+            numbers = {i["name"]: i for i in r["evidence"] if i["kind"] == NUMBER.name}
+            pos = 0
+            for m in FINDING_FIELD.finditer(r["finding"]):
+                pieces.append(prose(r["finding"][pos:m.start()]))
+                pieces.append(NUMBER.piece(numbers[m.group(1)], f"finding's number {m.group(1)!r}")[0])
+                pos = m.end()
+            pieces.append(prose(r["finding"][pos:]))
             out.add(*pieces)
+        flush()
         out.claim = None
         out.blank()
 

@@ -66,3 +66,26 @@ def test_x(evidence):
     res = pytester.runpytest()
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*its finding names 'missing', which it recorded no number of (recorded: 'present')*"])
+
+
+def test_claims_without_a_finding_share_one_line_of_their_titles(pytester):
+    """A run of claims with no finding= (ten "Rank N" titles in this repository's write-up)
+    takes one line of the first screen, their titles linked in order; a claim with a finding
+    between them breaks the run."""
+    claim = '''
+@pytest.mark.claim("{t}.", title="{t}"{f})
+@pytest.mark.provenance(dtype="f32", shapes={{"x": (1,)}}, method="m")
+def test_{n}(evidence):
+    evidence.number("n", 1)
+    assert True
+'''
+    body = "import pytest\n" + "".join(claim.format(t=t, n=t.lower(), f=f) for t, f in (
+        ("A", ""), ("B", ""), ("C", ', finding="c is {n}"'), ("D", "")))
+    pytester.makepyfile(test_claims=body)
+    pytester.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=4)
+    lines = (pytester.path / "writeup.md").read_text().splitlines()
+    assert "- [A](#claim-test-claims-py-test-a) · [B](#claim-test-claims-py-test-b)" in lines
+    assert "- [C](#claim-test-claims-py-test-c): c is 1" in lines
+    assert "- [D](#claim-test-claims-py-test-d)" in lines
+    assert lines.index("- [C](#claim-test-claims-py-test-c): c is 1") < lines.index("- [D](#claim-test-claims-py-test-d)")
+    assert pytester.runpytest("--dumpref-check=writeup.md").ret == 0
