@@ -4,13 +4,15 @@ about the machine (its platform, the chip behind a backend, its versions and XLA
 to the core through :mod:`pytest_dumpref.hookspec`.
 
 ``plugin.py`` registers this module (``pytest_plugins``); ``-p no:pytest_dumpref.jax_fixtures``
-leaves the core alone.  Nothing here imports jax, the XLA or the PJRT rooms until a fixture or
-a hook runs, and a hook that finds no jax adds nothing: the core renders and checks a
+leaves the core alone.  Nothing here imports jax, the XLA or the PJRT rooms until a fixture runs
+or the environment is captured (the end of a run): the hooks pytest calls as it starts only ask
+whether jax is installed.  A hook that finds no jax adds nothing: the core renders and checks a
 write-up in a process that cannot import jax.
 """
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import sys
 
@@ -27,6 +29,17 @@ def _jax():
     except ImportError:
         return None
     return jax
+
+
+@functools.lru_cache(maxsize=None)
+def _jax_installed() -> bool:
+    """Whether jax can be found, without importing it: the hooks that ask run in every pytest
+    session as it starts, where importing jax costs seconds (and under GCC's AddressSanitizer
+    jaxlib 0.12 aborts on import)."""
+    try:
+        return importlib.util.find_spec("jax") is not None
+    except (ImportError, ValueError):   # a finder that refuses jax, as where it cannot be imported
+        return False
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,7 +70,7 @@ def versions() -> dict:
 
 
 def pytest_dumpref_environment_fields():
-    return FIELDS if _jax() is not None else None   # no jax: no rows of it, not rows "(not set)"
+    return FIELDS if _jax_installed() else None   # no jax: no rows of it, not rows "(not set)"
 
 
 def pytest_dumpref_environment(rootdir):
@@ -77,7 +90,7 @@ def pytest_dumpref_transient_options():
 
 
 def pytest_dumpref_evidence_folders():
-    return "dump folders" if _jax() is not None else None
+    return "dump folders" if _jax_installed() else None
 
 
 @pytest.hookimpl(optionalhook=True)

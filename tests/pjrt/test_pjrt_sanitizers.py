@@ -41,10 +41,8 @@ def test_cffi_tests_pass_under_asan_and_ubsan(tmp_path):
     # --noconftest: tests/conftest.py imports jax, which the cffi tests do not need, and
     # jaxlib 0.12's extension trips a CHECK of GCC's AddressSanitizer runtime when it throws
     # its first C++ exception (in __cxa_throw's interceptor): the process aborts on import
-    # -p no:pytest_dumpref.jax_fixtures: its environment hook imports jax at the session's start
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "-p", "no:randomly", "-p", "no:pytest_dumpref.jax_fixtures", "--noconftest",
-                           str(CFFI_TESTS)],
+                           "-p", "no:randomly", "--noconftest", str(CFFI_TESTS)],
                           capture_output=True, text=True, env=env, timeout=300,
                           cwd=Path(__file__).resolve().parents[2])
     report = done.stdout[-4000:] + done.stderr[-4000:]
