@@ -559,7 +559,7 @@ class Excerpt(Kind):
         claim = re.sub(r"[^A-Za-z0-9._-]+", "-", nodeid.split("::")[-1])[:80]
         if m:
             return f"{claim}/{m.group(1)}"
-        return f"{claim}/{asset_name(nodeid, item['title'], '.txt')[len(claim) + 1:] or 'excerpt.txt'}"
+        return f"{claim}/{re.sub(r'[^A-Za-z0-9._-]+', '-', item['title']).strip('-')[:100] or 'excerpt'}.txt"
 
     def asset_text(self, item: dict) -> str | None:
         return item["text"] if self.kept_beside(item) else None

@@ -341,9 +341,10 @@ class DumprefSession:
         return fresh
 
     def write_report(self, narrowed: bool, covers) -> None:
-        """Render into a temporary folder beside the write-up, then move its data, its figures
-        and the write-up into place, the Markdown last: until it moves, the old write-up stands.
-        An exception on the way puts the old data and figures back; a process killed on the way
+        """Render into a temporary folder beside the write-up, then move its data, its assets
+        (figures, long listings) and the write-up into place, the Markdown last: until it moves,
+        the old write-up stands.
+        An exception on the way puts the old data and assets back; a process killed on the way
         leaves the folder, holding the old data and the new Markdown, which reading the write-up
         then names (the two files name each other by hash, so a mixed pair is never read)."""
         if narrowed and self.existing_error:
@@ -365,7 +366,7 @@ class DumprefSession:
         shutil.rmtree(tmp, ignore_errors=True)
         (tmp / "assets").mkdir(parents=True)
         try:
-            n_figures = 0
+            n_assets = 0
             for rec in records:
                 if rec["outcome"] != "passed":
                     continue
@@ -379,7 +380,7 @@ class DumprefSession:
                     text = kind.asset_text(item)
                     if text is not None:
                         dest.write_text(text, encoding="utf-8")
-                        n_figures += 1
+                        n_assets += 1
                         continue
                     src = Path(item["path"]) if item.get("path") else assets / asset
                     if not src.is_file():
@@ -387,15 +388,15 @@ class DumprefSession:
                                              f"existing write-up but {src} is gone; run the claim again")
                         continue
                     shutil.copyfile(src, dest)
-                    n_figures += 1
+                    n_assets += 1
             text, data = writeup.render_files(records, self.environment(), self.config, name)
             (tmp / "writeup").write_text(text, encoding="utf-8")
             (tmp / "data").write_text(data, encoding="utf-8")
-            self._move_into_place(report, tmp, assets, n_figures > 0)
+            self._move_into_place(report, tmp, assets, n_assets > 0)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _move_into_place(self, report: Path, tmp: Path, assets: Path, figures: bool) -> None:
+    def _move_into_place(self, report: Path, tmp: Path, assets: Path, any_assets: bool) -> None:
         sidecar = report.with_name(writeup.data_name(report.name))
         had_data = sidecar.exists()
         if had_data:
@@ -407,7 +408,7 @@ class DumprefSession:
             if assets.exists():
                 os.replace(assets, tmp / "old-assets")
             moved_assets = True
-            if figures:
+            if any_assets:
                 os.replace(tmp / "assets", assets)
             os.replace(tmp / "writeup", report)
         except BaseException:

@@ -791,8 +791,8 @@ if __name__ == "__main__":
 # Offsets (points) tried for a point's label, nearest first: beside it, then above and below,
 # then further out with a leader line.  Where a label goes depends on where the measured
 # points fall, which no fixed offset can foresee (two programs with equal times overlapped).
-_LABEL_OFFSETS = [(dx * r, dy * r) for r in (1, 2, 3.5, 5)
-                  for dx, dy in ((5, -3), (-5, -3), (5, 7), (-5, 7), (5, -12), (-5, -12), (0, 12), (0, -16))]
+_LABEL_DIRECTIONS = ((5, -3), (-5, -3), (5, 7), (-5, 7), (5, -12), (-5, -12), (0, 12), (0, -16))
+_LABEL_OFFSETS = [(dx * r, dy * r) for r in (1, 2, 3.5, 5) for dx, dy in _LABEL_DIRECTIONS]
 
 
 def _place_labels(fig, ax, names: list, xs: list, ys: list) -> list:
@@ -814,7 +814,7 @@ def _place_labels(fig, ax, names: list, xs: list, ys: list) -> list:
     placed: list = []
     for i in sorted(range(len(names)), key=lambda k: (-ys[k], xs[k])):
         for n, (dx, dy) in enumerate(_LABEL_OFFSETS):
-            far = n >= 8
+            far = n >= len(_LABEL_DIRECTIONS)   # beyond the first ring: a leader line
             text = ax.annotate(names[i], (xs[i], ys[i]), fontsize=7, xytext=(dx, dy), textcoords="offset points",
                                ha="left" if dx > 0 else ("right" if dx < 0 else "center"), va="center",
                                arrowprops={"arrowstyle": "-", "color": "#999999", "linewidth": 0.5} if far else None)
