@@ -488,6 +488,35 @@ class Number(Kind):
         return [f"  {item['name']}: {item['value']!r}{unit}  (write-up: {was!r}{unit})"]
 
 
+# A note longer than this (characters) folds behind its first sentence, in its place: a
+# paragraph of method detail (the timing plan, the build flags) ran to 10-13 lines of the page.
+# A note of several paragraphs (a list, a table) stays as it is.
+NOTE_FOLD = 300
+_SENTENCE_END = re.compile(r"\.(?=\s)")
+
+
+def _first_sentence(text: str, limit: int = 110) -> tuple[str, str]:
+    """A long note's summary line and the rest of it: its first sentence when that is neither
+    a bare label ("Method:") nor too long for one line (the rest follows it), else its opening
+    words and the whole note.  ``limit``: about one line of the summary's column."""
+    m = _SENTENCE_END.search(text, 40)
+    if m and m.end() <= limit:
+        head, rest = text[:m.end()], text[m.end():].strip()
+    else:
+        cut = text.rfind(" ", 0, limit - 10)
+        head, rest = text[:cut if cut > 0 else limit - 10] + " …", text
+    return re.sub(r"`|\*\*", "", head), rest
+
+
+def note_text(out: Out, text: str) -> None:
+    """A note's paragraph, or a long one folded behind its first sentence (NOTE_FOLD)."""
+    if len(text) > NOTE_FOLD and "\n" not in text:
+        summary, rest = _first_sentence(text)
+        folded(out, summary, lambda: out.text(prose(rest)))
+    else:
+        out.text(prose(text))
+
+
 class Note(Kind):
     name, required, substantive = "note", ("text",), False
 
@@ -507,7 +536,7 @@ class Note(Kind):
             out.add(f"*The note “{prose(words)} …” under [{link_text(first[1])}](#{first[0]}) "
                     "holds for this claim too.*")
             return 1
-        out.text(prose(item["text"]))
+        note_text(out, item["text"])
         if ctx.said is not None and len(item["text"]) >= SAID_ONCE_CHARS:
             ctx.said[item["text"]] = (ctx.anchor, ctx.title)
         return 1
@@ -572,9 +601,11 @@ class Excerpt(Kind):
         rel = f"{assets_dir_name(ctx.report_name)}/{self.asset(ctx.record['nodeid'], item)}"
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         n = text.rstrip("\n").count("\n") + 1
-        out.add(f"**{item['title']}**: [`{rel.rsplit('/', 1)[-1]}`]({rel}), {n:,} lines, "
-                f"{format_number(len(text.encode('utf-8')), 'B')}, sha256 `{digest}`, kept beside this file "
-                "(the check compares it byte for byte).")
+        # folded like the listings shown inline, and gathered with them at the claim's end
+        folded(out, f"{item['title']} ({n} lines)", lambda: out.add(
+            f"**{item['title']}**: [`{rel.rsplit('/', 1)[-1]}`]({rel}), {n:,} lines, "
+            f"{format_number(len(text.encode('utf-8')), 'B')}, sha256 `{digest}`, kept beside this file "
+            "(the check compares it byte for byte)."))
 
     def render(self, out: Out, ctx: RenderContext, index: int) -> int:
         item = ctx.items[index]

@@ -26,7 +26,7 @@ from .claims import FINDING_FIELD
 from .config import DumprefConfig
 from .kinds import NUMBER, RenderContext, cell_text
 from .markdown import (EVIDENCE_DIR, Line, Out, Slot, Var, anchor, asset_name, assets_dir_name, bound_text,
-                       evidence_dir, format_number, link_text, measured_text, noise_text, percent, prose)
+                       evidence_dir, folded, format_number, link_text, measured_text, noise_text, percent, prose)
 
 # the names other modules (and projects) use from here; they live in markdown and kinds now
 __all__ = ["Line", "Slot", "Var", "anchor", "asset_name", "assets_dir_name", "bound_text", "evidence_dir",
@@ -164,16 +164,18 @@ def _row_key(row) -> tuple:
     return name, value.text if isinstance(value, Var) else value
 
 
-def _findings(out: Out, sections: list, config: DumprefConfig) -> None:
-    """Under each section's title, one line a claim with a ``finding=`` (the numbers it quotes,
-    ``{name}``, shown and checked), linked to the claim; the titles of consecutive claims
-    without one share a line."""
+def _findings(out: Out, sections: list, config: DumprefConfig, slugs: dict, also: list) -> None:
+    """Under each section's title (linked), one line a claim with a ``finding=`` (the numbers it
+    quotes, ``{name}``, shown and checked), linked to the claim; the titles of consecutive claims
+    without one share a line.  Every claim and section is linked from here, so the findings are
+    the write-up's contents too (a contents list under them said the same titles again, 943 px
+    of the first screens); ``also``: the links to the document's other parts, one line."""
     out.where = "findings"
     out.add("## Findings")
     out.blank()
     for s, rs in sections:
         if len(sections) > 1:
-            out.add(f"**{prose(config.section_title(s))}**")
+            out.add(f"**[{link_text(config.section_title(s))}](#{slugs[s]})**")
             out.blank()
         # consecutive claims without a finding share one line of links (a run of ten
         # "Rank N" titles took ten lines of the first screen and said nothing more)
@@ -204,6 +206,8 @@ def _findings(out: Out, sections: list, config: DumprefConfig) -> None:
         flush()
         out.claim = None
         out.blank()
+    out.add("Also: " + " · ".join(also))
+    out.blank()
 
 
 def _evidence(out: Out, rec: dict, report_name: str, skip_notes: frozenset | set = frozenset(),
@@ -253,8 +257,8 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
     # Heading ids in document order (GitHub numbers repeated slugs in that order).
     seen: dict[str, int] = {}
     github_slug(config.title, seen)
-    findings_slug = github_slug("Findings", seen) if sections else None
-    github_slug("Contents", seen)
+    if sections:
+        github_slug("Findings", seen)
     env_slug = github_slug("Environment", seen)
     section_slugs = {}
     for s, rs in sections:
@@ -273,8 +277,9 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
     out.blank()
     # the findings come first, in the reader's first screen; the introduction and the rule of
     # the check follow them
+    also = [f"[Environment](#{env_slug})", f"[Not established](#{missing_slug})"]
     if sections:
-        _findings(out, sections, config)
+        _findings(out, sections, config, section_slugs, also)
     if config.intro:
         out.where = "introduction"
         out.text(config.intro.strip())
@@ -285,18 +290,10 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
                 "re-run differ from it by N % of its value.")
         out.blank()
 
-    out.where = "contents"
-    out.add("## Contents")
-    out.blank()
-    if findings_slug:
-        out.add(f"- [Findings](#{findings_slug})")
-    out.add(f"- [Environment](#{env_slug})")
-    for s, rs in sections:
-        out.add(f"- [{config.section_title(s)}](#{section_slugs[s]})")
-        for r in rs:
-            out.add(f"  - [{link_text(r.get('title') or default_title(r['nodeid']))}](#{anchor(r['nodeid'])})")
-    out.add(f"- [Not established](#{missing_slug})")
-    out.blank()
+    if not sections:  # no findings to link the document's parts from
+        out.where = "contents"
+        out.add("Contents: " + " · ".join(also))
+        out.blank()
 
     _environment(out, records, environment, config, report_name)
 
@@ -316,7 +313,7 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
         # a note every claim of the study records (what a shared fixture says) is said once, here
         shared = _said_by_all(rs)
         for text in shared:
-            out.text(prose(text))
+            kinds.note_text(out, text)
             out.blank()
         said: dict = {}
         for r in rs:
@@ -332,10 +329,13 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
                 for k, (name, value) in enumerate(own):
                     pieces += (["; "] if k else []) + [f"**{name}** ", value]
                 out.add(*pieces)
+            start = len(out.lines)
             _evidence(out, r, report_name, skip_notes=set(shared), said=said)
             out.blank()
+            reproduce_at = len(out.lines)
             _reproduce(out, r, report_name)
             out.blank()
+            _fold_the_rest(out, start, reproduce_at)
         out.claim = None
 
     out.where = "not established"
@@ -353,6 +353,58 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
     if not_established:
         out.blank()
     return _tight(out.lines)
+
+
+# what a fold's summary says it holds: the numbers table (its count is the numbers'), a table,
+# an excerpt or listing (kinds.py writes these summaries)
+_FOLD_COUNT = [(re.compile(r"^all (\d+) numbers of this claim$"), "all {} numbers"),
+               (re.compile(r"\(\d+ rows?\)$"), "{} table"),
+               (re.compile(r"\(\d+(?: \+ \d+)? lines\)$"), "{} excerpt")]
+
+
+def _fold_the_rest(out: Out, start: int, tail: int) -> None:
+    """One claim's folded evidence (its <details> blocks of numbers, tables and excerpts, from
+    line ``start``) and its Reproduce lines (from ``tail``) gathered at the claim's end under one
+    <details>: what stays in view is the claim's sentence, provenance, numbers in view, notes
+    (a long one folded in its place) and figures.  Each fold took a line of its own (121 lines
+    in this repository's write-up, and 28 Reproduce paragraphs of 3-4 lines each: 9,400 of its
+    32,700 px); gathered, a claim takes one."""
+    body: list[list[Line]] = []      # runs of lines: a <details> block, or one other line
+    depth = 0
+    for ln in out.lines[start:tail]:
+        opens, closes = ln.text.startswith("<details>"), ln.text == "</details>"
+        if depth == 0:
+            body.append([])
+        body[-1].append(ln)
+        depth += opens - closes
+    reproduce = out.lines[tail:]
+    del out.lines[start:]
+    counts: dict[str, int] = {}
+    gathered: list[list[Line]] = []
+    for run in body:
+        summary = re.sub(r"^<details><summary>|</summary>$", "", run[0].text)
+        noun = next(((n, m) for pattern, n in _FOLD_COUNT if (m := pattern.search(summary))), None)
+        if not run[0].text.startswith("<details>") or noun is None:
+            if run[0].text or (out.lines and out.lines[-1].text):  # one blank where a fold was
+                out.lines.extend(run)
+            continue
+        gathered.append(run)
+        name, m = noun
+        counts[name] = int(m.group(1)) if m.groups() else counts.get(name, 0) + 1
+    parts = [name.format(n) + ("s" if n != 1 and not name.startswith("all") else "")
+             for name, n in counts.items()]
+    if out.lines and out.lines[-1].text:
+        out.blank()
+    out.add("<details><summary>", "; ".join(parts + ["how to reproduce this claim"]), "</summary>")
+    out.blank()
+    for run in gathered:
+        out.lines.extend(run)
+        out.blank()
+    out.lines.extend(ln for ln in reproduce if ln.text or out.lines[-1].text)
+    if out.lines[-1].text:
+        out.blank()
+    out.add("</details>")
+    out.blank()
 
 
 def _study_texts(rec: dict) -> list[tuple[str, str]]:
@@ -402,11 +454,18 @@ def _environment(out: Out, records, environment: dict, config: DumprefConfig, re
     out.where, out.claim = "environment", None
     out.add("## Environment")
     out.blank()
-    out.add("| environment | of the run that wrote this file |")
-    out.add("|---|---|")
-    for k, rule, _ in environment_fields(config):
-        text = cell_text(environment.get(k)) or "(not set)"  # an empty cell read as a rendering fault
-        out.add(f"| {k} | ", Var(text, rule, what=k) if rule else text, " |")
+    fields = environment_fields(config)
+
+    def table() -> None:
+        out.add("| environment | of the run that wrote this file |")
+        out.add("|---|---|")
+        for k, rule, _ in fields:
+            text = cell_text(environment.get(k)) or "(not set)"  # an empty cell read as a rendering fault
+            out.add(f"| {k} | ", Var(text, rule, what=k) if rule else text, " |")
+    # folded: each section's provenance table names the chip and what else its claims rest on
+    folded(out, f"the environment of the run that wrote this file: {fields[0][0]}, "
+           f"{fields[1][0]} and {len(fields) - 2} more rows" if len(fields) > 2 else
+           "the environment of the run that wrote this file", table)
     out.blank()
     setup = ""
     if config.setup:

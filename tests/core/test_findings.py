@@ -39,12 +39,15 @@ def test_findings_come_first_with_their_numbers(pytester):
     pytester.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=2)
     text = (pytester.path / "writeup.md").read_text()
     lines = text.splitlines()
-    assert lines.index("## Findings") < lines.index("## Contents") < lines.index("## Environment")
+    assert lines.index("## Findings") < lines.index("## Environment")
     assert ("- [Bytes halve](#claim-test-claims-py-test-bytes): the bytes fall from 4,096 B (4.00 KiB) "
             "to 2,048 B (2.00 KiB), a ratio of 2") in lines
     assert "- [Plain](#claim-test-claims-py-test-plain)" in lines
-    assert lines.index("**Study 1**") < lines.index("**Study 2**") < lines.index("## Contents")
-    assert "- [Findings](#findings)" in lines
+    # the findings are the contents: each section's title links to it, and one line to the rest
+    assert lines.index("**[Study 1](#study-1)**") < lines.index("**[Study 2](#study-2)**") \
+        < lines.index("Also: [Environment](#environment) · [Not established](#not-established)") \
+        < lines.index("## Environment")
+    assert "## Contents" not in lines
     assert pytester.runpytest("--dumpref-check=writeup.md").ret == 0
     # an edit of a finding's number is caught like any other
     cut = text.index("<!-- dumpref-data")

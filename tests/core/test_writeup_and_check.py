@@ -76,8 +76,8 @@ def test_report_renders_passing_claims_and_lists_the_rest(project):
     assert text.index("## Pass by pass") < text.index("## Fusion") < text.index("## Not established")
     assert "### A megabyte in elements\n\nA megabyte of f32 is 262,144 elements\n" in text
     assert "### Time\n\nTiming is noisy but within its tolerance\n" in text  # title from the test's name
-    # a contents list links every claim, by an anchor made from its node id
-    assert "  - [A megabyte in elements](#claim-test-claims-py-test-bytes)" in text
+    # the findings list links every claim, by an anchor made from its node id
+    assert "[A megabyte in elements](#claim-test-claims-py-test-bytes)" in text[:text.index("## Environment")]
     assert '<a id="claim-test-claims-py-test-bytes"></a>' in text
     # provenance is stated once per study
     assert text.count("| method | counting |") == 2 and "| provenance | of every claim in this study |" in text
@@ -364,7 +364,7 @@ def test_sum(evidence):
     text = (pytester.path / "w.md").read_text()
     assert text.startswith("# T\n\n1 claim established, 0 not established.")
     assert text.index("## Findings") < text.index("two and two make 4") < text.index("How to read this.\n") \
-        < text.index("## Contents")
+        < text.index("## Environment")
     pytester.makepyprojecttoml('[tool.dumpref]\nintro_file = "missing.md"\n')
     res = pytester.runpytest()
     assert res.ret == pytest.ExitCode.USAGE_ERROR
