@@ -35,7 +35,7 @@ from pytest_dumpref.xla import plain_jax
 from pytest_dumpref.xla.dump import MANIFEST, DumpSession, manifest_entries, manifest_listing, shown_name
 from pytest_dumpref.xla.passes import (EXCERPT_MARKS, WORDS, XLA_COST_LISTING, PassChange, PassStudy,
                                        by_shape, plot_bytes, record_rules, record_xla_agreement,
-                                       shape_without_layout, show_line)
+                                       shape_without_layout, show_line, show_lines)
 from pytest_dumpref.xla.plain_jax import B, D, F, H, S
 from pytest_dumpref.xla.traffic import is_bitcast_transpose, parse_buffer_assignment
 from pytest_dumpref.xla.xla_private import cost_analysis
@@ -182,7 +182,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     evidence.number("of them bitcasts by the TransposeIsBitcast test, so not kernels", len(relabels))
     evidence.excerpt("the traced program's transposes (entry computation of "
                      f"{shown_name(d.files.before_optimizations)})",
-                     "\n".join(show_line(i) for i in transposes), lang="hlo", fold=True)
+                     show_lines(transposes), lang="hlo", fold=True)
     assert not kernel_names & {i.name for i in relabels}
     assert {i.name for i in transposes} - {i.name for i in relabels} <= kernel_names
     repeated = [i for i in traced.entry.instructions
@@ -191,7 +191,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
                 for i in repeated for n, o in enumerate(i.operands) if o in i.operands[:n])
     evidence.excerpt("the traced program's kernels that name an operand twice (jnp.square in "
                      "each layer norm, x ** 3 in the GELU): each slot is read",
-                     "\n".join(show_line(i) for i in repeated), lang="hlo", fold=True)
+                     show_lines(repeated), lang="hlo", fold=True)
     evidence.number("bytes read traced through a repeated operand's second slot", again, unit="B")
     kernel_read = {k[0]: k[2] for k in fb.kernels}
     assert repeated and all(kernel_read[i.name] == sum(traced.entry.instruction(o).shape.byte_size
@@ -318,7 +318,7 @@ def test_03_rank1_fusion(study, evidence):
              if str(i.shape).startswith(big) and i.opcode not in ("parameter", "bitcast")]
     evidence.excerpt(f"the {big} kernels before fusion (entry computation of "
                      f"{shown_name(ch.before.path)}, in order)",
-                     "\n".join(show_line(i) for i in chain), lang="hlo", fold=True)
+                     show_lines(chain), lang="hlo", fold=True)
     gelu = ch.after.module.entry.instruction(loops[0][0])
     body = ch.after.module.computations[gelu.called[0]]
     evidence.excerpt(f"after fusion: the one loop kernel with a {big}-sized result (bias add and GELU), and its fused computation",
@@ -460,7 +460,7 @@ def test_09_rank7_call_inliner(study, evidence):
                         "call-inliner (CallInliner) replaces each call instruction by the body of "
                         "the computation it calls.")
     calls = [i for i in ch.removed if i.opcode == "call"]
-    evidence.excerpt("the calls it removed", "\n".join(show_line(i) for i in calls), lang="hlo", fold=True)
+    evidence.excerpt("the calls it removed", show_lines(calls), lang="hlo", fold=True)
     callees = sorted(c for i in calls for c in i.called)
     evidence.table("computations inlined", [["computation"]] + [[c] for c in callees], fold=True)
     assert len(calls) == 2
@@ -481,7 +481,7 @@ def test_10_rank8_cse(study, evidence):
                         "cse (HloCSE) replaces an instruction by an identical one (same opcode, "
                         "operands and attributes) computed earlier.")
     subs = [i for i in ch.removed if i.opcode == "subtract"]
-    evidence.excerpt("subtracts removed", "\n".join(show_line(i) for i in subs), lang="hlo", fold=True)
+    evidence.excerpt("subtracts removed", show_lines(subs), lang="hlo", fold=True)
     assert not ch.added and not ch.kernels_added
     assert len(subs) == 2 and all(i.shape.dims == (B, S, D) for i in subs)
     # "and its broadcast, twice": the mean broadcast back over f32[4,128,256], once per layer norm
@@ -528,7 +528,7 @@ def test_12_rank10_layout_assignment(study, evidence):
                         "array, constrained by what each kernel needs, and inserts copies where a "
                         "producer's layout differs from what its consumer requires.")
     copies = [i for i in ch.added if i.opcode == "copy"]
-    evidence.excerpt("copies inserted", "\n".join(show_line(i) for i in copies), lang="hlo", fold=True)
+    evidence.excerpt("copies inserted", show_lines(copies), lang="hlo", fold=True)
     head = B * H * S * HD * F32
     evidence.note(f"f32[{B},{H},{S},{HD}] = {B}*{H}*{S}*{HD} floats * 4 B = {head // 1024} KiB")
     assert len(copies) == 4 and all(i.shape.byte_size == head for i in copies)
