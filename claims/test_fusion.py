@@ -37,25 +37,19 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
-import subprocess
-import sys
-from pathlib import Path
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pytest_dumpref import examples
-from pytest_dumpref.examples import softmax
+from pytest_dumpref import examples, timing
 from pytest_dumpref.claims import varies
+from pytest_dumpref.examples import softmax
 from pytest_dumpref.timing import TimingPlan, plot_prediction, run_plan
-from pytest_dumpref.xla import calibrate
-from pytest_dumpref.xla.dump import Dump, strip_source_info
-from pytest_dumpref.xla import fusion_policy
+from pytest_dumpref.xla import calibrate, fusion_policy
+from pytest_dumpref.xla.dump import shown_name
 from pytest_dumpref.xla.fusion import module_fusion, snapshot_before_fusion
-from pytest_dumpref.xla.passes import show_line
+from pytest_dumpref.xla.fusion_programs import HELD_OUT, M, SUITE, WRITTEN_AFTER, arrays, programs
+from pytest_dumpref.xla.passes import show_computation
 
 pytestmark = pytest.mark.fusion
 
@@ -68,19 +62,8 @@ PROVENANCE = dict(dtype="f32", shapes={"x": X_SHAPE})
 
 
 
-def _decision_rows(mf) -> list:
-    """The decision table of a module_fusion: the compiler's log against the model, with the
-    restated rule that made each prediction."""
-    return [{"producer": r["producer"], "consumer": r["consumer"],
-             "compiler": "fused" if r["compiler"] == "fused" else (r["compiler"] or "-").split(" ; ")[0],
-             "model (fusion_policy)": "fused" if r["predicted"] == "fused" else (r["predicted"] or "-").split(" ; ")[0],
-             "rule (XLA function restated)": r["rule"]} for r in mf.rows]
-
-
 def _assert_every_decision(mf) -> None:
-    for r in mf.rows:
-        assert r["agree"], (f"the model says {r['predicted']} ({r['rule']}) for {r['producer']} -> "
-                            f"{r['consumer']}; the compiler: {r['compiler']}")
+    assert not mf.disagreements(), mf.disagreements()
     assert len(mf.rows) == len(mf.log)
 
 
@@ -92,78 +75,7 @@ def _x():
     return jax.device_put(x, jax.devices("cpu")[0])
 
 
-def _around_pass(d, pass_name: str):
-    """The snapshots just before and just after ``pass_name`` (the every-pass dump writes a
-    snapshot only when a pass changed the module, so the previous one is what it saw)."""
-    for i, s in enumerate(d.snapshots):
-        if s.after == pass_name:
-            return d.snapshots[i - 1], s
-    raise AssertionError(f"no snapshot after {pass_name!r} in {d.folder}: did the pass change nothing?")
-
-
-def _entry_excerpt(module) -> str:
-    """The entry computation as dumped, each instruction's metadata shortened to metadata={...}
-    (the same marking as Study 1's excerpts), so that any line can be found in the dump by
-    searching for its first part."""
-    entry = module.entry
-    return "\n".join([entry.header] + [show_line(i) for i in entry.instructions] + ["}"])
-
-
-def _stable_name(path) -> str:
-    """A dump file's name with the process's compile counter (module_0004) shown as
-    module_NNNN: it counts the compiles the process made before, so it changes with what ran
-    earlier in the same pytest process."""
-    return re.sub(r"^module_\d+\.", "module_NNNN.", Path(path).name)
-
-
 AS_DUMPED = "as dumped, metadata={...} shortened"
-
-FOLDERS_NOTE = (
-    "Each compile a claim makes gets a sub-folder of the test's xla-dumps/ folder, numbered in "
-    "compile order (the file lines above give the full path under pytest's --basetemp). Dump file "
-    "names begin module_NNNN, the compile counter of the process (a claim run alone starts at "
-    "module_0000), so the excerpt titles show it as NNNN.")
-REFERENCE_NOTE = (
-    "softmax, default options, a snapshot after every pass that ran, changed or not "
-    "(xla_dump_hlo_pass_re=., where .* dumps only the passes that changed something): the unfused "
-    "fixture's control (DumpSession.unfused in pytest_dumpref/xla/dump.py), compiled just before "
-    "the unfused variant. It serves two checks: each pass named for disabling must appear in it, "
-    "since XLA accepts unknown names in xla_disable_hlo_passes silently; and the unfused optimized "
-    "module must differ from its optimized module, which is the default program's (asserted).")
-FUSION_LOG_NOTE = (
-    "the same compile once more with xla_dump_fusion_visualization (and no pass snapshots); its "
-    "*_fusion.html files carry the fusion pass's decision log (Dump.fusion_decisions), the "
-    "compiler's column of the decision table")
-
-
-def _folders(evidence, *dumps) -> None:
-    """Which sub-folder of xla-dumps/ holds which compile, from the folders themselves."""
-    root = dumps[0].folder.parent
-    made = {d.folder.name: d for d in dumps}
-    default = next((d for d in dumps if not d.options.get("xla_disable_hlo_passes")), None)
-    rows = []
-    for sub in sorted(p for p in root.iterdir() if p.is_dir()):
-        d = made.get(sub.name)
-        if d is not None:
-            off = d.options.get("xla_disable_hlo_passes")
-            rows.append({"folder": sub.name,
-                         "what was compiled": f"softmax with xla_disable_hlo_passes={off}" if off
-                         else "softmax, default options",
-                         "evidence title": f"XLA dump of softmax without {off}" if off else "XLA dump of softmax"})
-        elif sub.name.endswith("-reference"):
-            if default is not None:
-                ref = Dump.from_folder(sub)
-                assert strip_source_info(ref.optimized_text) == strip_source_info(default.optimized_text), (
-                    f"{sub}: the reference compile's optimized module is not the default program's")
-            rows.append({"folder": sub.name, "what was compiled": REFERENCE_NOTE,
-                         "evidence title": "(none: not evidence)"})
-        else:
-            raise AssertionError(f"{sub}: a dump folder this claim does not explain")
-        if (sub / "fusion-log").is_dir():
-            rows.append({"folder": f"{sub.name}/fusion-log", "what was compiled": FUSION_LOG_NOTE,
-                         "evidence title": "(none: read for the decision log)"})
-    rows.append({"folder": "(the names)", "what was compiled": FOLDERS_NOTE, "evidence title": ""})
-    evidence.table("the dump folders of this claim, under xla-dumps/, in compile order", rows, fold=True)
 
 
 def _normalisation(module):
@@ -175,14 +87,6 @@ def _normalisation(module):
     divide = entry.instruction(bcast.operands[0])
     assert divide.opcode == "divide", f"{bcast.name} broadcasts {divide.opcode}, not a divide"
     return divide, bcast, multiply
-
-
-def _users(comp, name: str) -> list:
-    return [i for i in comp.instructions if name in i.operands]
-
-
-def _fusion_log(d):
-    return [x for x in d.fusion_decisions() if x.pass_name == "fusion"]
 
 
 # ---- 1. the decision, argued from the policy --------------------------------------------------
@@ -197,17 +101,16 @@ def _fusion_log(d):
 @pytest.mark.provenance(**PROVENANCE, method="every-pass XLA dump with xla_dump_fusion_visualization; "
                         "the pass's own decision log; rules of cpu_instruction_fusion.cc restated")
 def test_broadcast_fused_reciprocal_refused(dump, evidence):
-    import inspect
     evidence.excerpt("program.py, the program and its input (pytest_dumpref/examples.py and this claim "
                      "file, as they ran)",
                      "import jax\nimport jax.numpy as jnp\nimport numpy as np\n\n"
                      + inspect.getsource(softmax) + f"\n\nX_SHAPE = {X_SHAPE!r}\n\n\n"
                      + inspect.getsource(_x), lang="python", fold=True)
     d = dump(softmax, _x())
-    before, _ = _around_pass(d, "fusion")
+    before, _ = d.around_pass("fusion")
     divide, bcast, multiply = _normalisation(before.module)
     evidence.excerpt(f"entry computation before the fusion pass, {AS_DUMPED} "
-                     f"({_stable_name(before.path)})", _entry_excerpt(before.module), lang="hlo", fold=True)
+                     f"({shown_name(before.path)})", show_computation(before.module.entry), lang="hlo", fold=True)
 
     # The compiler's own words, and every decision of the pass predicted by the restated
     # policy (pytest_dumpref/xla/fusion_policy.py, replaying the pass on the snapshot it saw).
@@ -215,7 +118,7 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     log = mf.log
     evidence.table("every decision of the fusion pass, in its order: the compiler's log against "
                    "the model (refusals end '; multi-output fusion not supported by this pass' in "
-                   "both; shown without it)", _decision_rows(mf), fold=True)
+                   "both; shown without it)", mf.decision_rows(), fold=True)
     evidence.number("decisions of the fusion pass", len(log))
     evidence.number("decisions the restated rules predict", mf.agreed)
     _assert_every_decision(mf)
@@ -251,7 +154,7 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     # Duplication (InstructionFusion::ShouldFuse, FusionWouldDuplicate): the broadcast has
     # one user, so fusing it duplicates nothing (and broadcasts may always be duplicated:
     # IsAlwaysDuplicable).
-    assert [u.name for u in _users(before.module.entry, bcast.name)] == [multiply.name]
+    assert [u.name for u in before.module.entry.users(bcast.name)] == [multiply.name]
 
     # The result in the optimized program: the multiply's kernel holds the broadcast and no
     # divide; the divide is a kernel of its own writing f32[1024].
@@ -264,9 +167,9 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     div_kernel = [p for p in producers if p.opcode == "fusion" and any(
         i.opcode == "divide" for i in opt.computations[p.called[0]].instructions)]
     assert len(div_kernel) == 1 and div_kernel[0].shape.element_count == X_SHAPE[0]
-    evidence.excerpt(f"optimized entry computation, {AS_DUMPED} ({_stable_name(d.files.optimized)})",
-                     _entry_excerpt(opt), lang="hlo", fold=True)
-    _folders(evidence, d)
+    evidence.excerpt(f"optimized entry computation, {AS_DUMPED} ({shown_name(d.files.optimized)})",
+                     show_computation(opt.entry), lang="hlo", fold=True)
+    d.session.record_folders(evidence)
 
     evidence.number("elements of the broadcast per reciprocal (reuse factor)", reuse)
     evidence.number("divides executed as compiled", divide.shape.element_count)
@@ -305,18 +208,18 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
                         "the restated rules")
 def test_rules_predict_exp_not_duplicated(dump, evidence):
     d = dump(softmax, _x(), xla_disable_hlo_passes="dot-library-rewriter")
-    before, _ = _around_pass(d, "fusion")
+    before, _ = d.around_pass("fusion")
     entry = before.module.entry
     evidence.excerpt(f"entry computation before the fusion pass, {AS_DUMPED} "
-                     f"({_stable_name(before.path)})", _entry_excerpt(before.module), lang="hlo", fold=True)
+                     f"({shown_name(before.path)})", show_computation(before.module.entry), lang="hlo", fold=True)
     mf = module_fusion(d)
     log = mf.log
     evidence.table("every decision of the fusion pass: the compiler's log against the model",
-                   _decision_rows(mf), fold=True)
+                   mf.decision_rows(), fold=True)
     _assert_every_decision(mf)
 
     exp = next(i for i in entry.instructions if i.opcode == "exponential")
-    consumers = sorted(u.opcode for u in _users(entry, exp.name))
+    consumers = sorted(u.opcode for u in entry.users(exp.name))
     assert consumers == ["multiply", "reduce"], consumers
     refusals = [x for x in log if x.producer == exp.name and not x.fused]
     assert len(refusals) == 2 and all(x.reason.startswith("expensive producer would be duplicated")
@@ -325,13 +228,13 @@ def test_rules_predict_exp_not_duplicated(dump, evidence):
     divide, _, multiply = _normalisation(before.module)
     # the row max is the reduce whose result is broadcast back over the row (the sum is divided)
     row_max = next(i for i in entry.instructions if i.opcode == "reduce"
-                   and any(u.opcode == "broadcast" for u in _users(entry, i.name)))
+                   and any(u.opcode == "broadcast" for u in entry.users(i.name)))
     exp_kernel = next(x.fusion for x in log if x.fused and x.consumer_origin == exp.name)
     multiply_kernel = next(x.fusion for x in log if x.fused and x.consumer_origin == multiply.name)
     for producer, kernel in ((divide.name, multiply_kernel), (row_max.name, exp_kernel)):
         assert any(not x.fused and x.producer == producer and x.reason.startswith("Fusion is not profitable.")
                    and x.consumer == kernel for x in log), (producer, kernel)
-    _folders(evidence, d)
+    d.session.record_folders(evidence)
     evidence.number("consumers of exp", len(consumers))
     evidence.number("exp evaluations avoided per call by not duplicating it", exp.shape.element_count)
     evidence.number("bytes of exp in memory (written once, read by both consumers)", exp.shape.byte_size,
@@ -355,7 +258,7 @@ def test_rules_predict_exp_not_duplicated(dump, evidence):
 def test_unfused_bytes_match_prediction(dump, unfused, evidence):
     x = _x()
     fused = dump(softmax, x)
-    before, _ = _around_pass(fused, "fusion")
+    before, _ = fused.around_pass("fusion")
     entry = before.module.entry
 
     # Prediction.  Each producer the pass fused stops existing in memory.  Undone, a fused
@@ -363,9 +266,9 @@ def test_unfused_bytes_match_prediction(dump, unfused, evidence):
     # a fused constant lives in the executable, so it is only read (by the kernel now using it).
     predicted_written = predicted_read = 0
     rows = []
-    for decision in (x for x in _fusion_log(fused) if x.fused):
+    for decision in (x for x in fused.fusion_decisions() if x.pass_name == "fusion" and x.fused):
         p = entry.instruction(decision.producer)
-        n_users = len(_users(entry, p.name))
+        n_users = len(entry.users(p.name))
         size = p.shape.byte_size
         w = 0 if p.opcode == "constant" else size
         r = size * n_users
@@ -407,61 +310,19 @@ def test_unfused_bytes_match_prediction(dump, unfused, evidence):
     bare = unfused(softmax, x, passes=PASSES + ["fusion-wrapper"])
     evidence.number("XLA bytes accessed, without fusion and fusion-wrapper", bare.traffic, unit="B")
     assert bare.traffic == t_u.bytes_accessed
-    _folders(evidence, fused, plain, bare)
+    fused.session.record_folders(evidence)
 
 
 # ---- 3. the time, predicted at the measured bandwidth, then measured ---------------------------
 
-# What the claims assert of a timing.  TIME_TOLERANCE is the aim of the argument
-# (|measured/predicted - 1| <= 0.25).  On an Intel Xeon the bytes at one stream's bandwidth
-# met it (0.95-1.12); on this project's AMD EPYC machines the unfused softmax's extra time is
-# 1.15 to 2.73 times the bytes' time in earlier sessions, and 2.2, 2.3, 2.5, 3.1 and 4.4 in
-# this one's quiet renders and checks (the same kernels' CPU time and wall time agree, and no
-# page faults: the unfused program's time moves, not the stream's).  "Within a factor of 3",
-# which the claim asserted before, failed at 3.14 and 4.42; what held in every run on both
-# chips is that the bytes are a lower bound (SOFTMAX_AT_LEAST), with the A/A control under
-# SOFTMAX_AA_LIMIT of the prediction.  How --dumpref-check judges these numbers in a re-run
-# is not typed here: each time carries the noise its run measured (pytest_dumpref.measured),
-# each asserted figure its bound.
+# The argument aimed for |measured/predicted - 1| <= TIME_TOLERANCE (met on an Intel Xeon,
+# 0.95-1.12; 1.15 to 4.4 on AMD EPYC, where "within a factor of 3" failed).  What held in
+# every run on both: the bytes are a lower bound, the A/A control under SOFTMAX_AA_LIMIT of
+# the prediction.  A re-run's times are judged by the noise each run measured, not here.
 TIME_TOLERANCE = 0.25
 SOFTMAX_AT_LEAST = 1.0
 SOFTMAX_AA_LIMIT = 0.25
-# The A/A control (the fused program compiled twice, timed in the same rounds) must differ
-# by less than this fraction of the measured effect, or the run was too noisy to judge.
-AA_LIMIT = 0.10
-
-
-def _timing_listing(evidence, plan, comparisons, across=None) -> None:
-    """The timing method as it ran, as three scripts a reader runs with plain jax: the
-    programs (timing.program_listing), the timed subprocess (timing.worker_listing: the plan's
-    values, then the source of pytest_dumpref/timing.py's worker) and the statistic
-    (timing.statistic_listing: the source of its classes, fed the worker's JSON)."""
-    from pytest_dumpref import timing
-    evidence.excerpt("program.py, the timed programs as they ran (timing.program_listing: "
-                     "pytest_dumpref/examples.py's functions the plan times and what they use)",
-                     timing.program_listing(plan), lang="python")
-    evidence.excerpt("timed.py, the timed subprocess as it ran (timing.worker_listing): how to run "
-                     "it, the plan, pinning, inputs, both variants compiled in one process, the A/A "
-                     "copy compiled afresh, the calibration kernels, the timed call, interleaved rounds",
-                     timing.worker_listing(plan), lang="python")
-    evidence.excerpt("statistic.py, the statistic and the prediction as they ran (timing."
-                     "statistic_listing, pytest_dumpref/timing.py's classes): fed timed.py's output "
-                     "on stdin, it prints the numbers this claim states",
-                     timing.statistic_listing(comparisons, across), lang="python")
-    evidence.note(
-        "In words: each variant is compiled in the timing subprocess by jax.jit(fn).lower(*args)"
-        ".compile(compiler_options=...), the unfused one with xla_disable_hlo_passes=fusion; an A/A copy "
-        f"gets the inert option {timing.AA_INERT_OPTION} (nothing is dumped) because jax would otherwise "
-        "return its twin's cached executable, and the worker checks that the executable is distinct and "
-        "its HLO identical. One timed call is the process's CPU time (time.process_time_ns) around "
-        "jax.block_until_ready(compiled(*args)), which a neighbour preempting the pinned process does not add to. "
-        "A round runs every variant's batch of calls in a shuffled order and keeps each batch's fastest "
-        "call; a difference is the median over rounds of the per-round (paired) differences. The ± beside "
-        "a time is the standard error of that median, 1.2533 x (IQR / 1.349) / sqrt(rounds) of the samples "
-        "or paired differences it is the median of (timing.median_noise), carried through a ratio. Bandwidth "
-        "is the stream kernel's XLA bytes accessed minus the dispatch kernel's, over the median paired "
-        "difference of their times; GB is 1e9 bytes. The predicted extra time is the extra bytes over "
-        "that bandwidth.")
+AA_LIMIT = 0.10     # across programs: A/A controls under this share of the measured effect
 
 
 @pytest.mark.claim(
@@ -481,7 +342,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     xla_f = fused.compiled.cost_analysis()["bytes accessed"]
     xla_u = plain.compiled.cost_analysis()["bytes accessed"]
     extra_bytes = xla_u - xla_f
-    _folders(evidence, fused, plain)
+    fused.session.record_folders(evidence)
 
     plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", X_SHAPE),),
                       variants={"fused": {}, "fused, compiled again (A/A)": {},
@@ -522,7 +383,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
         f"(ratio {ratio:.2f}): undoing the pass cost less than its bytes at the stream's bandwidth")
     evidence.number("measured / predicted extra time", ratio, bound=(">=", SOFTMAX_AT_LEAST))
     evidence.table("per-call times, pinned single thread", run.table())
-    _model_kernels(evidence, model_run, fused, plain)
+    calibrate.record_model_kernels(evidence, model_run, fused, plain)
     # The note says nothing that depends on where in its spread this run's ratio fell: the
     # ratio straddles the aim's bound from run to run (1.24 in one fresh-clone check, 2.6 in
     # a render), and a sentence that flipped with it would not reproduce.
@@ -531,7 +392,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                   f"predicted; this is what each run asserts. The argument aimed for |measured/predicted - 1| "
                   f"<= {TIME_TOLERANCE:g}; the ratio above says how far this run came from that, and the "
                   "claim does not assert it.")
-    _timing_listing(evidence, plan, [{"label": "softmax", "base": "fused", "other": "without fusion",
+    timing.record_listings(evidence, plan, [{"label": "softmax", "base": "fused", "other": "without fusion",
                                       "aa": "fused, compiled again (A/A)", "extra_bytes": None,
                                       "at_least": SOFTMAX_AT_LEAST, "aa_limit": SOFTMAX_AA_LIMIT}])
     array = int(np.prod(X_SHAPE)) * 4
@@ -558,35 +419,6 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
         evidence.number(f"minor page faults per call, {name}", faults, bound=("<", 0.1 * extra_bytes / page))
 
 
-def _model_kernels(evidence, run, fused, plain) -> None:
-    """The kernel cost model on both variants, its rates from its calibration kernels timed in
-    the same rounds as they (a run of its own): where its prediction of the extra time falls
-    short, kernel by kernel.  Stated, not asserted: the claim's bound is the bytes'."""
-    rates = calibrate.rates_from(run)
-    pf, pu = calibrate.predict_dump(fused, rates), calibrate.predict_dump(plain, rates)
-    rows = []
-    for variant, p in (("fused", pf), ("without fusion", pu)):
-        # the regime is the larger of the kernel's memory and compute times at this run's rates
-        rows += [{"variant": variant, "kernel": k.name, "regime": varies(k.regime),
-                  "model (us)": varies(round(k.seconds * 1e6, 1))}
-                 for k in p.kernels]
-        rows.append({"variant": variant, "kernel": "(the program: dispatch and kernels)", "regime": varies(""),
-                     "model (us)": varies(round(p.total_s * 1e6, 1))})
-    evidence.table("the kernel cost model (pytest_dumpref/xla/cost_model.py) on both variants, at rates "
-                   "measured in a run of its own (not compared: one run's)", rows)
-    evidence.table("the model against that run (not compared: one run's)", [
-        {"time per call (us)": "fused program", "measured": varies(round(run.variants["fused"].median * 1e6, 1)),
-         "model": varies(round(pf.total_s * 1e6, 1))},
-        {"time per call (us)": "extra without fusion", "measured": varies(round(run.difference("fused", "without fusion") * 1e6, 1)),
-         "model": varies(round((pu.total_s - pf.total_s) * 1e6, 1))}])
-    evidence.note("The model prices the kernels the unfused program adds (the broadcast into a 4 MiB "
-                  "temporary and the multiply that reads it). Sampled with perf (its docstring), the extra "
-                  "time lies in those loop kernels, not in the runtime, the allocator or page faults: the "
-                  "loop kernels took 83 us a call fused and 318 unfused where the model priced 59 and 237, "
-                  "so their memory is what the model under-prices, and that is where its prediction of the "
-                  "extra time falls short.")
-
-
 # ---- 4. why this size ------------------------------------------------------------------------
 
 BIG = (4096, 4096)
@@ -609,7 +441,7 @@ def test_large_size_has_no_decision_and_times_allocation(dump, unfused, evidence
     d = dump(softmax, x)
     kernels = [i for i in d.optimized.entry.instructions if i.opcode not in ("parameter", "constant")]
     evidence.excerpt(f"optimized entry computation at f32[4096,4096], {AS_DUMPED} "
-                     f"({_stable_name(d.files.optimized)})", _entry_excerpt(d.optimized), lang="hlo", fold=True)
+                     f"({shown_name(d.files.optimized)})", show_computation(d.optimized.entry), lang="hlo", fold=True)
     evidence.number("kernels in the optimized program", len(kernels))
     assert len(kernels) == 1 and kernels[0].fusion_kind == "kCustom" and "__ynn_fusion" in kernels[0].line
     changed = d.passes_that_changed()
@@ -621,8 +453,7 @@ def test_large_size_has_no_decision_and_times_allocation(dump, unfused, evidence
     plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", BIG),),
                       variants={"softmax": {}}, stream_shape=BIG, rounds=8, calls_per_round=3, warmup_calls=2)
     run = run_plan(plan)
-    from pytest_dumpref.timing import plan_listing
-    block = plan_listing(plan).split("# the plan this claim ran\n")[1].split("\nplan.program_of")[0]
+    block = timing.plan_block(plan)
     evidence.excerpt("the timing plan at f32[4096,4096]: timed.py of the claim 'The time of undoing the pass, "
                      "predicted from the bytes' runs it with this block in place of its own plan (its JSON "
                      "gives each variant's minor page faults per call, from getrusage)", block, lang="python",
@@ -672,156 +503,11 @@ def test_benchmark_softmax_fusion(benchmark, variant):
 
 # ---- 5. the policy, across programs -----------------------------------------------------------
 
-# The programs: pieces of models, each at a size where fusion effects are measurable and
-# allocation does not dominate (arrays around f32[1024,1024], 4 MiB).  Arguments are
-# (dtype, shape), filled by pytest_dumpref.timing.fill (standard normal; integers uniform in
-# [0, 1000)) from numpy's default_rng(0), the same in the dumps and in the timed subprocess.
-F32, M = "float32", (1024, 1024)
-SUITE = {
-    "softmax": [(F32, M)],
-    "layernorm": [(F32, M), (F32, (1024,)), (F32, (1024,))],
-    "rmsnorm": [(F32, M), (F32, (1024,))],
-    "residual_layernorm": [(F32, M), (F32, M), (F32, (1024,)), (F32, (1024,)), (F32, (1024,))],
-    "gelu": [(F32, M)],
-    "swiglu": [(F32, (1024, 256)), (F32, (256, 1024)), (F32, (256, 1024))],
-    "mlp": [(F32, (1024, 256)), (F32, (256, 1024)), (F32, (1024,)), (F32, (1024, 256)), (F32, (256,))],
-    "attention_scores": [(F32, (1024, 64)), (F32, (1024, 64))],
-    "cross_entropy": [(F32, M), ("int32", (1024,))],
-    "huber_loss": [(F32, M), (F32, M)],
-    "adam_update": [(F32, M)] * 4,
-    "sgd_momentum": [(F32, M)] * 3,
-    "gelu_grad": [(F32, M)],
-    "layernorm_grad": [(F32, M), (F32, (1024,)), (F32, (1024,))],
-    "conv_bias_relu": [(F32, (8, 64, 64, 32)), (F32, (3, 3, 32, 32)), (F32, (32,))],
-    "rope": [(F32, M)],
-}
-# Programs of pytest_dumpref.examples written before the model and not looked at while it
-# was built: the model is tried on them as they are.
-HELD_OUT = {
-    "transformer_block": lambda: (_arrays([(F32, (1, 256, 256))])[0], _cpu(examples.transformer_params(256, 1024)), 4),
-    "causal_attention": lambda: (*_arrays([(F32, (1, 512, 256))] + [(F32, (256, 256))] * 4), 4),
-    "sgd_step": lambda: (_cpu({k: v for k, v in examples.transformer_params(256, 1024).items()
-                               if k in ("w1", "b1", "w2", "b2")}),
-                         *_arrays([(F32, (1024, 256)), (F32, (1024, 256))])),
-    "scan_rnn": lambda: tuple(_arrays([(F32, (64, 256)), (F32, (16, 64, 256)), (F32, (256, 256))])),
-}
-# Programs written after the model was finished, to try it on shapes of decision the
-# programs above lack: an in-place update, concatenations, a transpose, a pad, slices, a
-# matrix-vector product, a sort, bf16, a scan (cumsum), a masked sum.
-WRITTEN_AFTER = {
-    "kv_cache_update": (lambda cache, new, pos: jax.lax.dynamic_update_slice(cache, new * 2.0 + 1.0, (pos, 0)),
-                        [(F32, M), (F32, (16, 1024))], (3,)),
-    "concat_heads": (lambda a, b, c, d: jnp.tanh(jnp.concatenate([a, b, c, d], axis=1)) * 2,
-                     [(F32, (1024, 256))] * 4, ()),
-    "concat_rows": (lambda a, b: jnp.exp(jnp.concatenate([a, b], axis=0)) + 1, [(F32, (512, 1024))] * 2, ()),
-    "log_softmax": (jax.nn.log_softmax, [(F32, M)], ()),
-    "silu_grad": (jax.grad(lambda x: jnp.sum(jax.nn.silu(x))), [(F32, M)], ()),
-    "batchnorm": (lambda x: (x - x.mean(0)) / jnp.sqrt(x.var(0) + 1e-5), [(F32, M)], ()),
-    "transpose_add": (lambda x, y: jnp.exp(x.T) + y, [(F32, M)] * 2, ()),
-    "pad_tanh": (lambda x: jnp.pad(jnp.tanh(x), ((1, 1), (1, 1))) * 3, [(F32, M)], ()),
-    "halves": (lambda x: jnp.exp(x[:, :512]) + jnp.exp(x[:, 512:]), [(F32, M)], ()),
-    "matvec_tanh": (lambda w, v, b: jnp.tanh(w @ v + b), [(F32, M), (F32, (1024,)), (F32, (1024,))], ()),
-    "top_k": (lambda x: jax.lax.top_k(jnp.exp(x), 4)[0] * 2, [(F32, M)], ()),
-    "bf16_dense_gelu": (lambda x, w: jax.nn.gelu((x.astype(jnp.bfloat16) @ w.astype(jnp.bfloat16))
-                                                .astype(jnp.float32)), [(F32, (1024, 256)), (F32, (256, 1024))], ()),
-    "masked_row_sum": (lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0).sum(1), [(F32, M)] * 2, ()),
-    "cumsum_exp": (lambda x: jnp.cumsum(jnp.exp(x), axis=1), [(F32, (256, 1024))], ()),
-}
-# Decision agreement asserted: every decision, compared exactly (producer, the consumer it
-# grew from, "fused" or the compiler's full reason).  A model without any one of its rules
-# mispredicts at least one decision of these programs (the knock-out table shows how many),
-# so a model missing a rule fails this claim.
-# Time: on this project's AMD EPYC machines the bytes at the cache-resident stream's bandwidth
-# under-predict the extra time of most programs by 20-90 % (rope, whose strided slices the
-# bytes model does not see, by 5.8x); the issue's goal (median error 10 %, worst 25 %) is not
-# met, and the claim says so with the two errors.  What held in every run, quiet or loaded:
-# undoing the pass slows every program, and the predicted bytes rank the programs by how much
-# (Spearman 0.83 quiet, 0.78 at load average 7): the claim asserts RANK_CORRELATION, and that
-# the A/A controls' median stays under AA_LIMIT of the measured differences.
+# The programs and their inputs: pytest_dumpref/xla/fusion_programs.py.  Every decision is
+# compared exactly; a model without any one of its rules mispredicts at least one (the
+# knock-out table).  The bytes under-predict most programs' extra time by 20-90 % (rope 5.8x);
+# what held in every run is the ranking (Spearman 0.83 quiet, 0.78 at load 7).
 RANK_CORRELATION = 0.6
-
-
-def _cpu(tree):
-    import jax
-    return jax.tree_util.tree_map(lambda a: jax.device_put(a, jax.devices("cpu")[0]), tree)
-
-
-def _arrays(spec):
-    from pytest_dumpref.timing import fill
-    rng = np.random.default_rng(0)
-    return [_cpu(fill(rng, dtype, shape)) for dtype, shape in spec]
-
-
-def programs() -> dict:
-    """name -> (function, arguments) of every program of the decisions claim, as it compiles
-    them: each program's arrays from a fresh numpy default_rng(0) (_arrays), in the order of its
-    spec, then its static arguments.  A Python int among the arguments (n_heads=4 of two
-    held-out programs, pos=3 of kv_cache_update) is static: the compile closes over it and
-    does not trace it, as pytest_dumpref.xla.dump does with any int, bool, str or None (traced,
-    kv_cache_update's pos makes the slice dynamic, and the pass logs 11 decisions, not 10)."""
-    out = {name: (getattr(examples, name), _arrays(spec)) for name, spec in SUITE.items()}
-    out |= {name: (getattr(examples, name), list(make())) for name, make in HELD_OUT.items()}
-    for name, (fn, spec, static) in WRITTEN_AFTER.items():
-        fn.__name__ = name    # names the dump folder and the module
-        out[name] = (fn, _arrays(spec) + list(static))
-    return out
-
-
-def compile_programs() -> None:
-    """programs.py's main: jit every program once, its static arguments closed over and its
-    module named jit_<name>, so that the dump folder XLA_FLAGS names holds all of them."""
-    for name, (fn, args) in programs().items():
-        static = {i: a for i, a in enumerate(args) if isinstance(a, (int, bool, str, type(None)))}
-        jitted = jax.jit(_closing_over(fn, len(args), static, name))
-        jax.block_until_ready(jitted(*(a for i, a in enumerate(args) if i not in static)))
-
-
-def _closing_over(fn, n: int, static: dict, name: str):
-    """fn of n arguments as a function of the others, ``static`` (position -> value) closed over."""
-    def traced(*xs):
-        it = iter(xs)
-        return fn(*(static[i] if i in static else next(it) for i in range(n)))
-    traced.__name__ = name
-    return traced
-
-
-PROGRAMS_HEADER = '''"""programs.py: the programs of the decisions claim with their inputs (pytest_dumpref/examples.py
-and claims/test_fusion.py, as they ran).  Beside fusion_model.py, with plain jax:
-
-    XLA_FLAGS="--xla_dump_to=dump --xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization" \\
-        JAX_PLATFORMS=cpu python programs.py
-    python fusion_model.py dump       # its last line: the claim's total
-"""
-'''
-
-
-# What a reader runs with the two listings of the decisions claim saved side by side; the claim
-# runs exactly this.  The fusion log comes from xla_dump_fusion_visualization, the snapshot
-# the pass saw from xla_dump_hlo_pass_re=.*; a Python int argument is static (programs()).
-PROGRAMS_COMMANDS = ('XLA_FLAGS="--xla_dump_to=dump --xla_dump_hlo_pass_re=.* '
-                     '--xla_dump_fusion_visualization" JAX_PLATFORMS=cpu python programs.py\n'
-                     'python fusion_model.py dump')
-
-
-def _plain_env() -> dict:
-    """A reader's plain-jax process: no XLA_FLAGS or PYTHONPATH of ours, this project's PJRT
-    plugin not loaded, "python" the interpreter running the claims."""
-    import os
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
-    env["DUMPREF_PJRT"] = "0"
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def programs_listing() -> str:
-    """programs.py: compile_programs and all it reaches (the programs, their inputs, fill), from
-    examples.py, timing.py and this file, as they ran."""
-    from pytest_dumpref import timing
-    from pytest_dumpref.xla.standalone import listing
-    me = sys.modules[__name__]
-    return (listing({examples: list(SUITE) + list(HELD_OUT), me: ["compile_programs"]},
-                    order=(examples, timing, me), header=PROGRAMS_HEADER)
-            + '\n\nif __name__ == "__main__":\n    compile_programs()\n')
 
 
 @pytest.mark.claim(
@@ -841,6 +527,7 @@ def programs_listing() -> str:
                         "compiled ones, default and xla_disable_hlo_passes=fusion")
 def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
     from pytest_dumpref.xla import fusion as fusion_log
+    from pytest_dumpref.xla import fusion_programs
 
     per_program, knockouts, mods = [], {r: 0 for r in fusion_policy.RULES}, {}
     inputs = programs()
@@ -848,26 +535,18 @@ def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
         fn, args = inputs[name]
         d = dump(fn, *args)
         mf = mods[name] = module_fusion(d)
-        before = mf.before.module
-        # each rule left out in turn: how many of the logged decisions the model then misses
-        for rule in fusion_policy.RULES:
-            without = [q for r in fusion_policy.predict(before, without=[rule]) for q in r.decisions if q.logged]
-            knockouts[rule] += sum(1 for r in fusion_log.compare(mf.log, without) if not r["agree"])
-        unfused_b, fused_b = fusion_policy.undo_fusion_bytes(before)
+        for rule, n in mf.knockouts().items():   # each rule left out in turn: decisions then missed
+            knockouts[rule] += n
+        unfused_b, fused_b = fusion_policy.undo_fusion_bytes(mf.before.module)
         plain = unfused(fn, *args, passes=PASSES)
         per_program.append({"program": name, "decisions logged": len(mf.log), "predicted": mf.agreed,
                             "extra bytes predicted": unfused_b - fused_b,
                             "extra bytes measured": plain.traffic - d.traffic})
     held = []
-    for name in HELD_OUT:
+    for name, kind in [(n, "held out") for n in HELD_OUT] + [(n, "written after") for n in WRITTEN_AFTER]:
         fn, args = inputs[name]
         mf = mods[name] = module_fusion(dump(fn, *args))
-        held.append({"program": f"{name} (held out)", "decisions logged": len(mf.log),
-                     "predicted": mf.agreed, "extra bytes predicted": "", "extra bytes measured": ""})
-    for name in WRITTEN_AFTER:
-        fn, args = inputs[name]
-        mf = mods[name] = module_fusion(dump(fn, *args))
-        held.append({"program": f"{name} (written after)", "decisions logged": len(mf.log),
+        held.append({"program": f"{name} ({kind})", "decisions logged": len(mf.log),
                      "predicted": mf.agreed, "extra bytes predicted": "", "extra bytes measured": ""})
 
     logged = sum(r["decisions logged"] for r in per_program + held)
@@ -897,25 +576,22 @@ def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
         "the module the model writes out as HLO (fusion_policy.fused_module_text), fusion pass undone "
         "against done, both after the fusion wrapper; they are not part of the listing below.")
     # The same total from the page alone: the two listings saved in an empty folder and run with
-    # plain jax and XLA_FLAGS, nothing of this package imported (fusion_model.py is cut from the
-    # package's source by standalone.listing, programs.py from this file's and examples.py's).
+    # plain jax and XLA_FLAGS, nothing of this package imported (both cut from the package's
+    # source by standalone.listing).
     alone = tmp_path / "from-the-page"
     alone.mkdir()
-    (alone / "fusion_model.py").write_text(fusion_log.model_listing())
-    (alone / "programs.py").write_text(programs_listing())
-    done = subprocess.run(["bash", "-c", PROGRAMS_COMMANDS], cwd=alone, env=_plain_env(),
-                          capture_output=True, text=True, timeout=1200, check=False)
+    done = fusion_programs.run_from_the_page(alone)
     assert done.returncode == 0, f"the listings failed in {alone}:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
     total = done.stdout.strip().split("\n")[-1]
     assert total == f"all {len(mods)} modules: {agreed} of {logged} decisions predicted", total
     evidence.excerpt("programs.py: every program above with its inputs (shapes, dtypes, static "
-                     "arguments), as they ran", programs_listing(), lang="python", fold=True)
+                     "arguments), as they ran", fusion_programs.programs_listing(), lang="python", fold=True)
     evidence.excerpt("fusion_model.py: the model, whole, with the HLO reader, the fusion-log reader and "
                      "the comparison it needs (every definition they reach, cut from pytest_dumpref's "
                      "source as it ran; plain Python)", fusion_log.model_listing(), lang="python", fold=True)
     evidence.excerpt("the same total from the two listings alone, with plain jax (this claim runs "
                      "exactly this in an empty folder; the last line printed)",
-                     PROGRAMS_COMMANDS + "\n# " + total, lang="bash", fold=False)
+                     fusion_programs.PROGRAMS_COMMANDS + "\n# " + total, lang="bash", fold=False)
 
     assert agreed == logged, f"{logged - agreed} decisions mispredicted: {misses[:5]}"
     for r in per_program:
@@ -925,18 +601,10 @@ def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
 
 # ---- 6. the time of undoing the pass, across programs ------------------------------------------
 
-# The kernel cost model (pytest_dumpref/xla/cost_model.py), its rates measured in the same
-# rounds as the programs, predicts each fused program's time; the claim asserts the median
-# error of that prediction against the goal, FUSED_TIME_ERROR.  Its prediction of the extra
-# time falls short of the goal (median 10 %, worst 25 %) on this project's AMD EPYC machines:
-# the unfused programs run 1.1-1.6 times the model, the fused ones about 1.0 (the model's
-# docstring gives the kernel-by-kernel measurements); the table states both errors, per
-# program, without asserting them.  The fused-time bound failed under load (median 0.18 with
-# two CPU burners) while the rates were measured in the same rounds: the vector units of this
-# machine run at two speeds in stretches longer than a round's batch of calls, and a kernel's
-# median over rounds fell on either.  With each round's calls spread over passes (timing.py's
-# worker) and the compute rates taken as slopes (calibrate.rates_from), the median error was
-# 0.110 at load 8 (other tenants) and 0.100 with two burners beside them (load 6.5-8.1).
+# The cost model's median error on the fused programs' time is asserted (0.110 at load 8,
+# 0.100 with two CPU burners beside, since calibrate.rates_from takes compute rates as slopes
+# and the worker spreads calls over passes); its error on the extra time misses the goal
+# (unfused programs run 1.1-1.6 times the model) and is stated, not asserted.
 FUSED_TIME_ERROR = 0.15
 EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
 
@@ -961,11 +629,11 @@ EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
                         "buffer assignments")
 def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     from pytest_dumpref.timing import plot_across_programs, spearman
-    from pytest_dumpref.xla import calibrate, cost_model
+    from pytest_dumpref.xla import cost_model
 
     predicted_bytes, dumps = {}, {}
     for name, spec in SUITE.items():
-        fn, args = getattr(examples, name), _arrays(spec)
+        fn, args = getattr(examples, name), arrays(spec)
         d = dump(fn, *args, passes="^fusion$")
         unfused_b, fused_b = fusion_policy.undo_fusion_bytes(snapshot_before_fusion(d).module)
         predicted_bytes[name] = unfused_b - fused_b
@@ -977,44 +645,8 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
             programs[f"{name}: {v}"] = (f"pytest_dumpref.examples:{name}", tuple(spec))
     plan = calibrate.plan(20, 10, variants=variants, programs=programs, timeout_s=1200)
     run = run_plan(plan)
-    rates = calibrate.rates_from(run)
-
-    points, rows, exact, refused = [], [], [], []
-    model = []        # (program, fused measured, fused model, extra measured, extra model) seconds
-    for name in SUITE:
-        b = predicted_bytes[name]
-        fused, unfused_v, aa_v = f"{name}: fused", f"{name}: unfused", f"{name}: A/A"
-        predicted = run.predicted_seconds(b)
-        measured_s = run.difference(fused, unfused_v)
-        aa = run.difference(fused, aa_v)
-        exact.append((predicted, measured_s, aa))
-        points.append({"name": name, "predicted_us": predicted * 1e6, "measured_us": measured_s * 1e6,
-                       "aa_us": aa * 1e6})
-        row = {"name": name, "extra bytes (policy)": b, "extra at the stream's bandwidth (us)": round(predicted * 1e6, 1),
-               "extra measured (us)": round(measured_s * 1e6, 1), "A/A (us)": round(aa * 1e6, 1),
-               "fused measured (us)": round(run.variants[fused].median * 1e6, 1)}
-        try:
-            pf = calibrate.predict_dump(dumps[name][0], rates)
-            pu = calibrate.predict_dump(dumps[name][1], rates)
-        except cost_model.CostModelError as e:
-            refused.append({"program": name, "why the model refuses it": str(e).split(": cannot model ", 1)[-1]})
-            row.update({"fused, model (us)": "refused", "extra, model (us)": "refused",
-                        "unfused: the model's dearest kernel it adds, regime, us": "refused"})
-        else:
-            model.append((name, run.variants[fused].median, pf.total_s, measured_s, pu.total_s - pf.total_s))
-            # where a program's extra time misses: of the kernels the unfused program has and
-            # the fused one lacks (by name; the library kernels keep theirs), the one the model
-            # prices dearest, and what bounds it (a kernel's own measured time is not in this
-            # run: jax's profiler would perturb the rounds)
-            fused_names = {k.name for k in pf.kernels}
-            dearest = max([k for k in pu.kernels if k.name not in fused_names] or pu.kernels,
-                          key=lambda k: k.seconds)
-            row.update({"fused, model (us)": round(pf.total_s * 1e6, 1),
-                        "extra, model (us)": round((pu.total_s - pf.total_s) * 1e6, 1),
-                        "unfused: the model's dearest kernel it adds, regime, us":
-                            f"{dearest.name}: {dearest.regime}, {dearest.seconds * 1e6:.0f}"})
-        # one run's times, shown and not compared: the claim's conclusions are the bounds below
-        rows.append({k: (v if k in ("name", "extra bytes (policy)") else varies(v)) for k, v in row.items()})
+    across = calibrate.across_programs(run, predicted_bytes, dumps)
+    points, rows, exact, refused, model = (across[k] for k in ("points", "rows", "exact", "refused", "model"))
     evidence.figure("extra time per call without the fusion pass, predicted from the bytes against "
                     "measured, per program",
                     plot_across_programs(points, tmp_path / "fusion-across-programs.png",
@@ -1067,7 +699,7 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                   f"programs of |A/A difference| / measured extra time is at most {AA_LIMIT:.0%}, and the "
                   "cost model's median error on the fused programs' time is at most "
                   f"{FUSED_TIME_ERROR:.0%}; statistic.py prints the first three.")
-    _timing_listing(evidence, plan, [
+    timing.record_listings(evidence, plan, [
         {"label": name, "base": f"{name}: fused", "other": f"{name}: unfused", "aa": f"{name}: A/A",
          "extra_bytes": predicted_bytes[name]} for name in SUITE],
         across={"rank_correlation": RANK_CORRELATION, "aa_limit": AA_LIMIT})

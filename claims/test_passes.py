@@ -26,30 +26,23 @@ is ``passes.XLA_COST_LISTING``, which the first claim runs on the plain-jax reci
 """
 from __future__ import annotations
 
-import inspect
-import os
-import re
-import subprocess
-import sys
 from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 import pytest
 
-from pytest_dumpref import examples
-from pytest_dumpref.examples import transformer_block, transformer_params
-from pytest_dumpref.xla.dump import MANIFEST, Dump, DumpSession
-from pytest_dumpref.xla.passes import (DEFINITIONS, XLA_COST_LISTING, PassChange, pass_changes,
-                                       ranked, shape_without_layout, show_line)
-from pytest_dumpref.xla.traffic import is_bitcast_transpose, module_traffic, parse_buffer_assignment
+from pytest_dumpref.examples import transformer_block
+from pytest_dumpref.xla import plain_jax
+from pytest_dumpref.xla.dump import MANIFEST, DumpSession, manifest_entries, manifest_listing, shown_name
+from pytest_dumpref.xla.passes import (EXCERPT_MARKS, WORDS, XLA_COST_LISTING, PassChange, PassStudy,
+                                       by_shape, plot_bytes, record_rules, record_xla_agreement,
+                                       shape_without_layout, show_line, show_lines)
+from pytest_dumpref.xla.plain_jax import B, D, F, H, S
+from pytest_dumpref.xla.traffic import is_bitcast_transpose, parse_buffer_assignment
 from pytest_dumpref.xla.xla_private import cost_analysis
 
 pytestmark = pytest.mark.passes
 
-B, S, D, H, F = 4, 128, 256, 4, 1024
-HD = D // H
+HD = D // H      # B, S, D, H, F: the program's sizes (pytest_dumpref/xla/plain_jax.py)
 F32 = 4
 # Every parameter of the program, as the dump names them (the core checks each against the
 # compiled program's parameters).
@@ -68,158 +61,16 @@ EXPECTED_TOP10 = ["fusion", "algsimp", "dot_decomposer", "reshape-decomposer",
                   "dot-library-rewriter", "algsimp", "call-inliner", "cse", "reshape-mover",
                   "layout-assignment"]
 
-# The inputs: numpy's default_rng, so that no device is touched to make them.
-X_SEED, PARAMS_SEED = 1, 0
-# The functions the compile traces, shown in the write-up from their source so the excerpt
-# cannot drift from what was compiled; with these imports the excerpt is a runnable module.
-PROGRAM = (examples.transformer_block, examples.causal_attention, examples.layernorm,
-           examples.mlp, examples.gelu, examples.softmax, examples.transformer_params)
-PROGRAM_IMPORTS = "import math\n\nimport jax\nimport jax.numpy as jnp\nimport numpy as np\n"
-# The same every-pass dump with plain jax and XLA_FLAGS, nothing of this tool but the program
-# (saved as block.py).  test_01 runs this exact command and compares the dumps file by file.
-RECIPE_DUMP = "block-dump"
-RECIPE_CODE = f"""
-import functools, jax, numpy as np
-from block import transformer_block, transformer_params
-cpu = jax.devices("cpu")[0]
-x = jax.device_put(np.random.default_rng({X_SEED}).standard_normal(({B}, {S}, {D})).astype(np.float32), cpu)
-params = jax.device_put(transformer_params({D}, {F}, seed={PARAMS_SEED}), cpu)
-jax.jit(functools.partial(transformer_block, n_heads={H}))(x, params).block_until_ready()
-"""
-RECIPE = f"XLA_FLAGS=\"--xla_dump_to={RECIPE_DUMP} --xla_dump_hlo_pass_re=.*\" python -c '{RECIPE_CODE}'"
-# XLA's cost analysis of every HLO file of the recipe's dump, with the listing saved as
-# xla_cost.py beside block.py; test_01 runs exactly this in the recipe's folder.
-COST_COMMAND = f"python xla_cost.py {RECIPE_DUMP}/*.txt"
-
-
-def program_source() -> str:
-    return PROGRAM_IMPORTS + "\n\n" + "\n\n".join(inspect.getsource(f) for f in PROGRAM)
-
-
-def stable_name(path: Path) -> str:
-    """A dump file's name with the process's compile counter (``module_0038``) replaced by
-    ``module_NNNN``: the counter depends on what the process compiled before, the rest not."""
-    return re.sub(r"^module_\d+\.", "module_NNNN.", Path(path).name)
-
-
-@dataclass
-class Study:
-    dump: Dump
-    changes: list
-    top: list
-    skipped: list  # (state, reason) of every step that did not change the program
-
-    def rank(self, n: int) -> PassChange:
-        return self.top[n - 1]
-
-
 @pytest.fixture(scope="module")
-def study(tmp_path_factory) -> Study:
+def study(tmp_path_factory) -> PassStudy:
     """The one expensive compile, shared by every claim of this file (each claim records
     the dump as its own evidence through ``_record_dump``)."""
-    import jax
-    cpu = jax.devices("cpu")[0]  # XLA's CPU compiler, even if a plugin device is the default
-    x = jax.device_put(np.random.default_rng(X_SEED).standard_normal((B, S, D)).astype(np.float32), cpu)
-    params = jax.device_put(transformer_params(D, F, seed=PARAMS_SEED), cpu)
-    d = DumpSession(tmp_path_factory.mktemp("passes-study")).dump(transformer_block, x, params, H)
-    skipped: list = []
-    changes = pass_changes(d, skipped=skipped)
-    return Study(d, changes, ranked(changes, 10), skipped)
+    x, params = plain_jax.block_inputs()
+    return PassStudy.of(DumpSession(tmp_path_factory.mktemp("passes-study")).dump(transformer_block, x, params, H))
 
 
-def _plain_env() -> dict:
-    """The environment of a reader's plain-jax process: no XLA_FLAGS of ours, no plugin."""
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)
-    # This project's PJRT plugin is not part of the recipe; not loading it spares a build in a
-    # fresh checkout (loaded or not, the dump is the same: the CPU device is named).
-    env["DUMPREF_PJRT"] = "0"
-    # "python" in the recipe is the interpreter running the claims
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def run_recipe(folder: Path) -> Dump:
-    """Save the program as block.py in ``folder`` and run RECIPE there, as a reader would."""
-    (folder / "block.py").write_text(program_source())
-    done = subprocess.run(["bash", "-c", RECIPE], cwd=folder, env=_plain_env(), capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, f"the plain-jax recipe failed in {folder}:\n{done.stderr[-3000:]}"
-    return Dump.from_folder(folder / RECIPE_DUMP)
-
-
-def _manifest_entries(path: Path) -> dict:
-    """file name (without module number) -> sha256 of its text without metadata and source
-    locations, from a dump's manifest."""
-    rows = [ln.split("  ", 1) for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
-    return {name: digest for digest, name in rows}
-
-
-WORDS = (
-    "Words used in this study. Traced program: the module as jax hands it to XLA, before any "
-    "optimization pass (the dump's *.before_optimizations.txt; the first pass snapshots have the "
-    "same text). Optimized program: the module after the last pass (*.cpu_after_optimizations.txt). "
-    "Pass snapshot: the module as written after one pass run; with xla_dump_hlo_pass_re=.* XLA "
-    "writes one after each pass run that reports a change (its text can still equal the one "
-    "before), plus one at the start of each pipeline. "
-    "XLA's cost analysis: XLA's own HloCostAnalysis of one snapshot file ('bytes accessed', "
-    "'flops'), computed by the listing below. The restated XLA rules: HloCostAnalysis's "
-    "per-instruction rules for bytes accessed, rewritten in Python (traffic.xla_rule_bytes) so "
-    "that every difference between the two accountings is pinned on a named instruction with its "
-    "reason, in the 'where spill-style and XLA's accounting differ' tables; the 'unexplained' "
-    "number is what is left over, and is 0. Rule (xla bytes) below says what '(float32 "
-    "rounding)' in those tables means; where it is a table's only cause, the table is folded.")
-
-
-def _rules(evidence, *keys: str, words: dict | None = None) -> None:
-    """The rules of passes.DEFINITIONS that a claim's numbers rest on, as the code states them,
-    in one folded table (a rule is said once, where a claim first uses it), after ``words``
-    (name -> text) that the rules use."""
-    rows = [{"rule": k, "what it says": v} for k, v in (words or {}).items()]
-    rows += [{"rule": f"Rule ({key})", "what it says": DEFINITIONS[key]} for key in keys]
-    evidence.table(f"the rules these counts follow: {', '.join(list(words or ()) + list(keys))} "
-                   "(passes.DEFINITIONS, as the code states them)", rows, fold=True)
-
-
-EXCERPT_MARKS = (
-    "How the HLO excerpts of this study are marked: lines are copied from the dump file named in "
-    "the title, except that each instruction's metadata (op name, source file and line) is "
-    "shortened to metadata={...}. In before/after excerpts, '-' marks a line the pass removed or "
-    "rewrote and '+' a line it added or rewrote (a rewritten instruction appears on both sides); "
-    "unmarked lines are context, one line either side of a marked one (a line only renamed, by "
-    "the matching rule under the ranking, is not marked); '...' stands for lines left out; a "
-    "computation header "
-    "longer than 100 characters is cut and ends in ' ...{'; '(N more changed lines not shown)' "
-    "counts the changed lines beyond the first eight. File names are shown as module_NNNN.<name>: "
-    "XLA numbers modules by a per-process compile counter (module_0000 for the first compile of a "
-    "fresh process, module_0038 if 38 compiles came before), while the rest of the name is the "
-    "same in every run.")
-
-
-# What the evidence hash of a dump is a hash of, said once for every claim that records one.
-MANIFEST_NOTE = (
-    "A dump is kept as evidence by its dumpref-manifest.txt (Dump.write_manifest, listed in the "
-    "first claim): two comment lines, then one line per *.txt file of the module, in name order: "
-    "the sha256 (hex) of the file's text, UTF-8, with metadata={...} and the source-location sections "
-    "removed (strip_source_info), two spaces, and the file's name without its module_NNNN. prefix "
-    "(a process counter in a pass name shown as -N). The sha256 shown for the evidence is of the "
-    "manifest file itself.")
-
-
-def _record_dump(evidence, d: Dump) -> None:
-    evidence.file("XLA dump of transformer_block, every pass (manifest)", d.folder / "dumpref-manifest.txt")
-    evidence.note(MANIFEST_NOTE)
-    evidence.observe(backend=d.backend, params=d.params, options=d.options)
-
-
-def manifest_listing() -> str:
-    """How a manifest is written, as it ran: Dump.write_manifest and what it calls."""
-    from pytest_dumpref.xla import dump
-    from pytest_dumpref.xla.standalone import listing
-    return (listing({"dump": ["strip_source_info", "stable_file_name", "_HASHED_SUFFIXES", "read_text",
-                              "MANIFEST"]}, order=("dump",))
-            + "\n\n# a method of class Dump (self.folder: the dump folder; self.files.id: the NNNN of its module)\n"
-            + inspect.getsource(dump.Dump.write_manifest))
+def _record_dump(evidence, d) -> None:
+    d.record(evidence, "XLA dump of transformer_block, every pass (manifest)")
 
 
 def _mib(n: int) -> str:
@@ -233,52 +84,15 @@ UNEXPLAINED_LIMIT = 0
 
 
 def _xla_agrees(evidence, *sides) -> list:
-    """For each (label, state): our spill-style totals, XLA's HloCostAnalysis of the same text,
-    and the named instructions where the two accountings differ, all sides in one table.
-    Asserts that XLA's total is what its rules, restated per instruction, add up to (exactly,
-    or through XLA's float32 summation): the unexplained remainder is recorded and at most
-    UNEXPLAINED_LIMIT (0) bytes.  Returns (traffic, cost, unexplained) per side."""
-    out, rows = [], []
-    for label, state in sides:
-        t = module_traffic(state.module)
-        cost = cost_analysis(state.text, source=str(state.path))
-        diffs = t.compare_with_xla(cost)
-        unexplained = sum(x.ours - x.xla for x in diffs if x.instruction == "(unexplained)")
+    """record_xla_agreement, and XLA's total is what its rules, restated per instruction, add
+    up to: the unexplained remainder at most UNEXPLAINED_LIMIT (0) bytes."""
+    out = record_xla_agreement(evidence, *sides)
+    for (_, state), (_, _, unexplained) in zip(sides, out):
         assert abs(unexplained) <= UNEXPLAINED_LIMIT, (state.path, unexplained)
-        evidence.number(f"XLA bytes accessed {label}", cost["bytes accessed"], unit="B")
-        evidence.number(f"XLA flops {label}", cost["flops"])
-        evidence.number(f"bytes the restated XLA rules leave unexplained {label}", unexplained, unit="B")
-        rows += [{"program": label, "instruction": x.instruction, "ours (B)": x.ours,
-                  "XLA (B)": _whole(x.xla), "why": x.reason}
-                 for x in diffs if x.instruction != "(unexplained)"]
-        out.append((t, cost, unexplained))
-    # XLA's float32 rounding of totals above 2**24 B is one rule, stated once (rule (xla bytes)
-    # in the first claim); a table that holds nothing else is folded, so that each pass shows
-    # in view only a difference with another cause.
-    rounding_only = all(r["instruction"] == "(float32 rounding)" for r in rows)
-    if rows:
-        evidence.table("where spill-style and XLA's accounting differ"
-                       + (": only XLA's float32 rounding, rule (xla bytes)" if rounding_only else ""),
-                       rows, fold=True if rounding_only else None)
     return out
 
 
-def _whole(b):
-    """XLA reports bytes as a float; a whole number of bytes is shown as one."""
-    return int(b) if float(b).is_integer() else b
-
-
-def _by_shape(kernels) -> dict:
-    """shape -> (count, bytes read, bytes written) over kernels (name, shape, read, written)."""
-    out: dict = {}
-    for _, shape, r, w in kernels:
-        key = shape_without_layout(shape)
-        c, rr, ww = out.get(key, (0, 0, 0))
-        out[key] = (c + 1, rr + r, ww + w)
-    return out
-
-
-def _pass_evidence(evidence, study: Study, rank: int, name: str, what: str) -> PassChange:
+def _pass_evidence(evidence, study: PassStudy, rank: int, name: str, what: str) -> PassChange:
     """What every pass claim records: the dump, what the pass does, the excerpt, the byte and
     kernel arithmetic (by shape), and XLA's view of both sides."""
     ch = study.rank(rank)
@@ -286,31 +100,7 @@ def _pass_evidence(evidence, study: Study, rank: int, name: str, what: str) -> P
     _record_dump(evidence, study.dump)
     evidence.note(what)
     fb, fa = ch.figures_before, ch.figures_after
-    before, after = ch.excerpt(max_lines=8)
-    evidence.excerpt(f"before {name} ({stable_name(ch.before.path)})", before, lang="hlo", fold=True)
-    evidence.excerpt(f"after {name} ({stable_name(ch.after.path)})", after, lang="hlo", fold=True)
-    evidence.number("step", ch.step)
-    evidence.number("score", round(ch.score, 6))
-    evidence.number("kernels before", fb.kernel_count)
-    evidence.number("kernels after", fa.kernel_count)
-    evidence.number("bytes read before", fb.bytes_read, unit="B")
-    evidence.number("bytes read after", fa.bytes_read, unit="B")
-    evidence.number("bytes written before", fb.bytes_written, unit="B")
-    evidence.number("bytes written after", fa.bytes_written, unit="B")
-    evidence.number("instructions added", len(ch.added))
-    evidence.number("instructions removed", len(ch.removed))
-    evidence.number("instructions rewritten", len(ch.rewritten))
-    # The arithmetic: unchanged kernels cancel, so the change in bytes is what the removed
-    # kernels moved minus what the added ones move, shape by shape.
-    rem, add = _by_shape(ch.kernels_removed), _by_shape(ch.kernels_added)
-    rows = []
-    for shape in sorted(set(rem) | set(add)):
-        rc, rr, rw = rem.get(shape, (0, 0, 0))
-        ac, ar, aw = add.get(shape, (0, 0, 0))
-        rows.append({"kernel output shape": shape, "removed": rc, "added": ac,
-                     "bytes read (removed - added)": rr - ar, "bytes written (removed - added)": rw - aw})
-    evidence.table(f"kernels {name} removed and added, by output shape (kernels matched by "
-                   f"name, shape and bytes, as stated under the ranking)", rows, fold=True)
+    rows = ch.record(evidence)   # excerpts, counts, and the by-shape arithmetic of the bytes
     assert fb.bytes_read - fa.bytes_read == sum(r["bytes read (removed - added)"] for r in rows)
     assert fb.bytes_written - fa.bytes_written == sum(r["bytes written (removed - added)"] for r in rows)
     _xla_agrees(evidence, (f"before {name}", ch.before), (f"after {name}", ch.after))
@@ -336,13 +126,13 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     evidence.excerpt("block.py, the program compiled: x f32[4,128,256] -> transformer_block(x, params, "
                      "n_heads=4), the functions it calls, and the maker of its parameters "
                      "(pytest_dumpref/examples.py, read with inspect.getsource by this claim)",
-                     program_source(), lang="python", fold=True)
+                     plain_jax.block_source(), lang="python", fold=True)
     # The same dump without this tool: the recipe, run here, must write the same files.
-    recipe = run_recipe(tmp_path)
-    ours = _manifest_entries(d.folder / MANIFEST)
-    theirs = _manifest_entries(recipe.write_manifest())
+    recipe = plain_jax.run_recipe(tmp_path)
+    ours = manifest_entries(d.folder / MANIFEST)
+    theirs = manifest_entries(recipe.write_manifest())
     evidence.excerpt("the same every-pass dump with plain jax: save the listing headed block.py above "
-                     "as block.py, then run (this claim runs exactly this, in a fresh folder)", RECIPE, lang="bash")
+                     "as block.py, then run (this claim runs exactly this, in a fresh folder)", plain_jax.RECIPE, lang="bash")
     evidence.excerpt("how dumpref-manifest.txt is written (pytest_dumpref/xla/dump.py, as it ran)",
                      manifest_listing(), lang="python", fold=True)
     evidence.number("pass snapshots the plain-jax recipe wrote", len(recipe.snapshots))
@@ -359,7 +149,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
         f"{sorted(set(ours.items()) ^ set(theirs.items()))[:6]}")
 
     # Which steps changed the program, by the rule stated.
-    _rules(evidence, "states", "changed", words={"words": WORDS, "excerpt marks": EXCERPT_MARKS})
+    record_rules(evidence, "states", "changed", words={"words": WORDS, "excerpt marks": EXCERPT_MARKS})
     first, last = study.changes[0], study.changes[-1]
     reasons = Counter(why for _, why in study.skipped)
     evidence.number("pass snapshots written", len(d.snapshots))
@@ -376,7 +166,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
 
     # Kernels and bytes, by the rules stated; the two rules a recount most easily gets wrong
     # are shown on the traced program itself.
-    _rules(evidence, "kernels", "bytes", "xla bytes")
+    record_rules(evidence, "kernels", "bytes", "xla bytes")
     fb, fa = first.figures_before, last.figures_after
     evidence.number("kernels traced", fb.kernel_count)
     evidence.number("kernels optimized", fa.kernel_count)
@@ -391,8 +181,8 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     evidence.number("transposes in the traced program", len(transposes))
     evidence.number("of them bitcasts by the TransposeIsBitcast test, so not kernels", len(relabels))
     evidence.excerpt("the traced program's transposes (entry computation of "
-                     f"{stable_name(d.files.before_optimizations)})",
-                     "\n".join(show_line(i) for i in transposes), lang="hlo", fold=True)
+                     f"{shown_name(d.files.before_optimizations)})",
+                     show_lines(transposes), lang="hlo", fold=True)
     assert not kernel_names & {i.name for i in relabels}
     assert {i.name for i in transposes} - {i.name for i in relabels} <= kernel_names
     repeated = [i for i in traced.entry.instructions
@@ -401,7 +191,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
                 for i in repeated for n, o in enumerate(i.operands) if o in i.operands[:n])
     evidence.excerpt("the traced program's kernels that name an operand twice (jnp.square in "
                      "each layer norm, x ** 3 in the GELU): each slot is read",
-                     "\n".join(show_line(i) for i in repeated), lang="hlo", fold=True)
+                     show_lines(repeated), lang="hlo", fold=True)
     evidence.number("bytes read traced through a repeated operand's second slot", again, unit="B")
     kernel_read = {k[0]: k[2] for k in fb.kernels}
     assert repeated and all(kernel_read[i.name] == sum(traced.entry.instruction(o).shape.byte_size
@@ -426,24 +216,17 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     assert 20 <= len(d.snapshots) <= 80
 
 
-def _cost_listing(evidence, study: Study, recipe_folder: Path, recorded: dict) -> None:
+def _cost_listing(evidence, study: PassStudy, recipe_folder, recorded: dict) -> None:
     """Run XLA_COST_LISTING, as shown, on the recipe's dump in a plain-jax subprocess; every
     file's figures must be those xla_private.cost_analysis gives for the tool's own file of
     that name, and those of ``recorded`` (path -> cost) the numbers this claim records."""
-    (recipe_folder / "xla_cost.py").write_text(XLA_COST_LISTING)
     evidence.excerpt("XLA's cost analysis of any dump file with plain jax: save as xla_cost.py "
                      "beside block.py (jax's public Compiled.cost_analysis() only reaches the "
                      "traced and optimized ends)", XLA_COST_LISTING, lang="python", fold=True)
     evidence.excerpt("then run (this claim runs exactly this in the recipe's folder)",
-                     COST_COMMAND, lang="bash")
-    done = subprocess.run(["bash", "-c", COST_COMMAND], cwd=recipe_folder, env=_plain_env(),
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, f"{COST_COMMAND} failed in {recipe_folder}:\n{done.stderr[-3000:]}"
-    listed = {}
-    for line in done.stdout.splitlines():
-        nbytes, flops, path = line.split(" ", 2)
-        listed[stable_name(Path(path))] = (int(nbytes), int(flops))
-    tool_files = {stable_name(p): p for p in [study.dump.files.before_optimizations,
+                     plain_jax.COST_COMMAND, lang="bash")
+    listed = plain_jax.run_cost_listing(recipe_folder)
+    tool_files = {shown_name(p): p for p in [study.dump.files.before_optimizations,
                                               *(s.path for s in study.dump.snapshots),
                                               study.dump.files.optimized]}
     assert set(listed) == set(tool_files), sorted(set(listed) ^ set(tool_files))
@@ -466,7 +249,7 @@ def _cost_listing(evidence, study: Study, recipe_folder: Path, recorded: dict) -
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_02_the_ten_passes_that_changed_it_most(study, evidence):
     _record_dump(evidence, study.dump)
-    _rules(evidence, "instructions", "matching", "score", "kernels matched")
+    record_rules(evidence, "instructions", "matching", "score", "kernels matched")
     base = study.changes[0].baseline
     traced = study.changes[0].before.module
     entry = len(traced.entry.instructions)
@@ -518,8 +301,8 @@ def test_03_rank1_fusion(study, evidence):
                         "value is recomputed inside the consumer's loop instead of stored.")
     big = f"f32[{B},{S},{F}]"
     big_bytes = B * S * F * F32
-    rem = _by_shape(ch.kernels_removed)
-    add = _by_shape(ch.kernels_added)
+    rem = by_shape(ch.kernels_removed)
+    add = by_shape(ch.kernels_added)
     n_removed = rem[big][0]
     evidence.number(f"{big} kernels removed", n_removed)
     evidence.number(f"bytes written by the removed {big} kernels", rem[big][2], unit="B")
@@ -534,8 +317,8 @@ def test_03_rank1_fusion(study, evidence):
     chain = [i for i in ch.before.module.entry.instructions
              if str(i.shape).startswith(big) and i.opcode not in ("parameter", "bitcast")]
     evidence.excerpt(f"the {big} kernels before fusion (entry computation of "
-                     f"{stable_name(ch.before.path)}, in order)",
-                     "\n".join(show_line(i) for i in chain), lang="hlo", fold=True)
+                     f"{shown_name(ch.before.path)}, in order)",
+                     show_lines(chain), lang="hlo", fold=True)
     gelu = ch.after.module.entry.instruction(loops[0][0])
     body = ch.after.module.computations[gelu.called[0]]
     evidence.excerpt(f"after fusion: the one loop kernel with a {big}-sized result (bias add and GELU), and its fused computation",
@@ -677,7 +460,7 @@ def test_09_rank7_call_inliner(study, evidence):
                         "call-inliner (CallInliner) replaces each call instruction by the body of "
                         "the computation it calls.")
     calls = [i for i in ch.removed if i.opcode == "call"]
-    evidence.excerpt("the calls it removed", "\n".join(show_line(i) for i in calls), lang="hlo", fold=True)
+    evidence.excerpt("the calls it removed", show_lines(calls), lang="hlo", fold=True)
     callees = sorted(c for i in calls for c in i.called)
     evidence.table("computations inlined", [["computation"]] + [[c] for c in callees], fold=True)
     assert len(calls) == 2
@@ -698,7 +481,7 @@ def test_10_rank8_cse(study, evidence):
                         "cse (HloCSE) replaces an instruction by an identical one (same opcode, "
                         "operands and attributes) computed earlier.")
     subs = [i for i in ch.removed if i.opcode == "subtract"]
-    evidence.excerpt("subtracts removed", "\n".join(show_line(i) for i in subs), lang="hlo", fold=True)
+    evidence.excerpt("subtracts removed", show_lines(subs), lang="hlo", fold=True)
     assert not ch.added and not ch.kernels_added
     assert len(subs) == 2 and all(i.shape.dims == (B, S, D) for i in subs)
     # "and its broadcast, twice": the mean broadcast back over f32[4,128,256], once per layer norm
@@ -745,7 +528,7 @@ def test_12_rank10_layout_assignment(study, evidence):
                         "array, constrained by what each kernel needs, and inserts copies where a "
                         "producer's layout differs from what its consumer requires.")
     copies = [i for i in ch.added if i.opcode == "copy"]
-    evidence.excerpt("copies inserted", "\n".join(show_line(i) for i in copies), lang="hlo", fold=True)
+    evidence.excerpt("copies inserted", show_lines(copies), lang="hlo", fold=True)
     head = B * H * S * HD * F32
     evidence.note(f"f32[{B},{H},{S},{HD}] = {B}*{H}*{S}*{HD} floats * 4 B = {head // 1024} KiB")
     assert len(copies) == 4 and all(i.shape.byte_size == head for i in copies)
@@ -807,25 +590,9 @@ def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_14_bytes_across_the_pass_sequence(study, evidence, tmp_path):
     _record_dump(evidence, study.dump)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    points = [("traced", study.changes[0].figures_before)] + \
-        [(f"{c.step:04d} {c.pass_name}", c.figures_after) for c in study.changes]
-    labels = [p[0] for p in points]
-    read = [p[1].bytes_read / 2**20 for p in points]
-    written = [p[1].bytes_written / 2**20 for p in points]
-    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
-    ax.step(range(len(points)), read, where="post", label="bytes read (MiB)")
-    ax.step(range(len(points)), written, where="post", label="bytes written (MiB)")
-    ax.set_xticks(range(len(points)), labels, rotation=70, ha="right", fontsize=7)
-    ax.set_ylabel("MiB, spill-style")
-    ax.set_title(f"transformer block forward, x f32[{B},{S},{D}]: traffic after each pass that changed it")
-    ax.legend()
-    fig.tight_layout()
     out = tmp_path / "passes_bytes.png"
-    fig.savefig(out, metadata={"Software": None})
-    plt.close(fig)
+    points = plot_bytes(study.changes, out, f"transformer block forward, x f32[{B},{S},{D}]: "
+                        "traffic after each pass that changed it")
     evidence.figure("bytes read and written across the pass sequence (drawn with matplotlib)", out)
     evidence.table("bytes after each pass that changed the program", [
         {"state": lab, "bytes read": f.bytes_read, "bytes written": f.bytes_written}

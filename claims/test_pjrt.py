@@ -27,6 +27,7 @@ from pytest_dumpref.pjrt.pjrt_map import (
     JAX_VIEW_CODE,
     LEVELS,
     OK_MARK,
+    compressed_calls,
     error_destroys_of_null,
     function_comment,
     jax_view_table,
@@ -37,7 +38,7 @@ from pytest_dumpref.pjrt.pjrt_map import (
 )
 from pytest_dumpref.pjrt.pjrt_map import exported_symbols as pjrt_map_exports
 from pytest_dumpref.pjrt.program_reader import Program
-from pytest_dumpref.pjrt.trace import PRELUDE, run_jax
+from pytest_dumpref.pjrt.trace import PRELUDE, as_run, run_jax
 
 pytestmark = pytest.mark.pjrt
 
@@ -59,22 +60,6 @@ HOW_SNIPPETS_RUN = (
 PLAIN_REGISTRATION = ("PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:/path/to/" + LIBRARY_NAME
                       + " python level1.py   # level1.py: the level 1 snippet, as shown below")
 DEFAULT_BACKEND = "import json\nprint(json.dumps([jax.default_backend(), [d.platform for d in jax.devices()]]))\n"
-
-
-def _as_run(code: str) -> str:
-    """A snippet as the runner executes it: the prelude, then the snippet."""
-    return PRELUDE + code.strip() + "\n"
-
-
-def _compress(calls):
-    """Consecutive repeats folded: the call order stays readable."""
-    rows = []
-    for name in calls:
-        if rows and rows[-1][0] == name:
-            rows[-1][1] += 1
-        else:
-            rows.append([name, 1])
-    return [{"#": i + 1, "entry point": n, "times in a row": k} for i, (n, k) in enumerate(rows)]
 
 
 @pytest.mark.claim("jax.devices() on this machine lists the dumpref device, loaded from the "
@@ -185,7 +170,7 @@ def test_levels_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
     assert [n.entry_point for n in at_exit] == ["PJRT_Client_Destroy"], at_exit
     m2, rows2 = _level_tables(pjrt_map, evidence, 2)
     assert rows2 and all(r["why (what broke without it)"] for r in rows2)
-    evidence.table("Level 2 call trace, in call order (repeats folded)", _compress(m2.calls))
+    evidence.table("Level 2 call trace, in call order (repeats folded)", compressed_calls(m2.calls))
     assert m2.calls[:2] == ["PJRT_Plugin_Initialize", "PJRT_Client_Create"]
     assert m2.calls.index("PJRT_Client_BufferFromHostBuffer") < m2.calls.index("PJRT_Buffer_ToHostBuffer")
     assert set(m1.needed_names) <= set(m2.needed_names) | set(ERROR_CHANNEL)
@@ -204,7 +189,7 @@ def test_levels_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
     assert all(r["why (what broke without it)"] for r in rows3)
     evidence.excerpt("The three level snippets, each run as shown in a fresh Python with the "
                      "plugin registered", "".join(f"# level{lm.level.number}.py: {lm.level.goal}\n"
-                                                  + _as_run(lm.level.code) + "\n" for lm in pjrt_map.levels),
+                                                  + as_run(lm.level.code) + "\n" for lm in pjrt_map.levels),
                      lang="python", fold=True)
     seen, structs = {}, []
     for r in pjrt_map.first_need_table():
@@ -224,44 +209,6 @@ def test_levels_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
 
 # numpy's strides of level 2's first array (the transposed f32 view), computed here
 TRANSPOSED = np.arange(12, dtype=np.float32).reshape(3, 4).T
-
-# One-line edits of plugin_c/minimal/minimal.c for the contract's rules that the appendix's
-# edits (minimal.EDITS) do not cover.
-CONTRACT_EDITS = (
-    minimal.Edit("GetPjrtApi hidden", "the library must export GetPjrtApi (jax dlsym's it)",
-                 '__attribute__((visibility("default"))) const PJRT_Api* GetPjrtApi(void) {',
-                 '__attribute__((visibility("hidden"))) const PJRT_Api* GetPjrtApi(void) {', 1),
-    minimal.Edit("Error_Destroy reads its error", "PJRT_Error_Destroy must accept NULL",
-                 "static void Error_Destroy(PJRT_Error_Destroy_Args* a) { free(a->error); }",
-                 "static void Error_Destroy(PJRT_Error_Destroy_Args* a) { if (a->error->code != PJRT_Error_Code_OK) free(a->error); }",
-                 2),
-    minimal.Edit("OnReady never calls back", "OnReady must call its callback (at once, for a ready event)",
-                 "static Err Event_OnReady(PJRT_Event_OnReady_Args* a) { a->callback(OK, a->user_arg); return OK; }",
-                 "static Err Event_OnReady(PJRT_Event_OnReady_Args* a) { (void)a; return OK; }", 2),
-)
-EDIT_TIMEOUT_S = 30  # a level takes seconds; a hang is what one edit shows
-
-
-def _edited_minimal(tmp_path, name: str, find: str, replace: str):
-    """minimal.c with one line replaced, built; a clear error when the line is not there once."""
-    text = minimal.source_path().read_text()
-    if text.count(find) != 1:
-        raise AssertionError(f"{minimal.source_path()}: the line to edit for {name!r} is not there "
-                             f"exactly once: {find!r}")
-    folder = tmp_path / name.replace(" ", "-").replace("'", "")
-    folder.mkdir(parents=True)
-    (folder / "minimal.c").write_text(text.replace(find, replace))
-    return build_plugin(folder, minimal=True, source=folder / "minimal.c")
-
-
-def _run_contract_edit(edit, tmp_path) -> minimal.EditResult:
-    built = _edited_minimal(tmp_path, edit.name, edit.find, edit.replace)
-    r = run_jax(built.path, LEVELS[edit.level - 1].code, trace=False,
-                env=minimal.plain_registration(built.path), timeout=EDIT_TIMEOUT_S)
-    # the library's folder is this run's temporary one: named by the file alone, so runs compare
-    why = r.why.replace(str(built.path), built.path.name)
-    return minimal.EditResult(edit, level_passed(r), OK_MARK in r.stdout, r.returncode, why)
-
 
 @pytest.mark.claim("What the tables of needs do not show, each measured here: the one function a "
                    "device exports, the two error functions that return void, what NULL means for "
@@ -299,9 +246,9 @@ def test_the_contract(pjrt_plugin, pjrt_map, evidence, tmp_path):
                     nulls.count("PJRT_Event_Error (answered NULL)"))
     assert nulls and set(nulls) == {"PJRT_Event_Error (answered NULL)"}, nulls
     results = [minimal.run_edit(e, tmp_path / f"edit{i}") for i, e in enumerate(minimal.EDITS)]
-    results += [_run_contract_edit(e, tmp_path) for e in CONTRACT_EDITS]
+    results += [minimal.run_contract_edit(e, tmp_path) for e in minimal.CONTRACT_EDITS]
     evidence.table("Each rule broken (or tested) by a one-line edit of minimal.c, and how the level "
-                   f"ended (a run still going after {EDIT_TIMEOUT_S} s is killed)", [
+                   f"ended (a run still going after {minimal.EDIT_TIMEOUT_S} s is killed)", [
                        {"edit": r.edit.name, "rule tested": r.edit.rule, "edited to": r.edit.replace.strip(),
                         "level": r.edit.level, "level passed": "yes" if r.passed else "no",
                         "how the run ended": r.why} for r in results])
@@ -337,7 +284,7 @@ def test_the_contract(pjrt_plugin, pjrt_map, evidence, tmp_path):
     view = jax_view_table(pjrt_map.jax_view, pjrt_map.jax_view_calls)
     evidence.table("Each value the device filled, and where jax shows it", view, fold=True)
     evidence.excerpt("how jax's side was read (a snippet, run with the plugin registered)",
-                     _as_run(JAX_VIEW_CODE), lang="python", fold=True)
+                     as_run(JAX_VIEW_CODE), lang="python", fold=True)
     assert [f["what jax does"] for f in facts if f["holds"] != "yes"] == []
     assert [v["entry point"] for v in view if v["relation"] == "differs"] == []
     evidence.note(
@@ -359,27 +306,6 @@ def test_the_contract(pjrt_plugin, pjrt_map, evidence, tmp_path):
         "Client_BufferFromHostBuffer does.")
 
 
-# Level 3 for x + 1 on the minimal plugin: its table's level-3 slots filled from Python
-# (pytest_dumpref/pjrt/level3_add.py) before jax asks for the device.
-ADD_ONE = """
-import json, os
-from pytest_dumpref.pjrt import level3_add
-level3_add.install(os.environ['PJRT_NAMES_AND_LIBRARY_PATHS'].split(':', 1)[1], leave_out=LEAVE_OUT)
-dev = jax.devices('dumpref')[0]
-a = np.arange(6, dtype=np.float32).reshape(2, 3)
-y = jax.jit(lambda x: x + 1)(jax.device_put(a, dev))
-assert y.devices() == {dev} and (np.asarray(y) == a + 1).all(), y
-print(json.dumps(level3_add.seen))
-print('DUMPREF-LEVEL-OK', flush=True)
-"""
-MEMORY_KIND_LINE = 'static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "hbm"); return OK; }'
-
-
-def _add_one(library, leave_out=()):
-    code = ADD_ONE.replace("LEAVE_OUT", repr(tuple(leave_out)))
-    return run_jax(library, code, trace=False, env=minimal.plain_registration(library))
-
-
 @pytest.mark.claim("jax.jit(lambda x: x + 1) hands PJRT_Client_Compile a StableHLO portable artifact "
                    "(format 'mlir': MLIR bytecode whose ops and types are the vhlo dialect's); the "
                    "reader listed here reads its function and computes x + 1 from it, and the minimal "
@@ -394,7 +320,7 @@ def _add_one(library, leave_out=()):
                         "read by program_reader.py")
 def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
     built = build_plugin(tmp_path / "minimal", minimal=True)
-    run = _add_one(built.path)
+    run = minimal.add_one(built.path)
     assert level_passed(run), run.why + run.stderr[-2000:]
     seen = json.loads(run.stdout.strip().splitlines()[-2])
     (sent,) = seen["compile"]
@@ -423,12 +349,12 @@ def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
                 ("without PJRT_Executable_OutputMemoryKinds", built,
                  ("PJRT_Executable_OutputMemoryKinds",)),
                 ("without it, and minimal.c's memory kind 'hbm' edited to 'device'",
-                 _edited_minimal(tmp_path, "kind device", MEMORY_KIND_LINE,
-                                 MEMORY_KIND_LINE.replace('"hbm"', '"device"')),
+                 minimal.edited_minimal(tmp_path, "kind device", minimal.MEMORY_KIND_LINE,
+                                 minimal.MEMORY_KIND_LINE.replace('"hbm"', '"device"')),
                  ("PJRT_Executable_OutputMemoryKinds",))]
     rows = []
     for name, lib, leave_out in variants:
-        r = run if not leave_out else _add_one(lib.path, leave_out)
+        r = run if not leave_out else minimal.add_one(lib.path, leave_out)
         rows.append({"minimal.c plus": name, "x + 1 ran": "yes" if level_passed(r) else "no",
                      "how it ended": r.why if not level_passed(r) else "printed the mark"})
     evidence.table("x + 1 on the minimal plugin, by which level-3 slots it fills", rows)
@@ -458,7 +384,7 @@ def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
                      "minimal.c, in Python through cffi: the C a builder writes, entry point by "
                      "entry point)", inspect.getsource(level3_add), lang="python", fold=True)
     evidence.excerpt("what ran, in a fresh Python with minimal.c's library registered by "
-                     "PJRT_NAMES_AND_LIBRARY_PATHS", _as_run(ADD_ONE.replace("LEAVE_OUT", "()")),
+                     "PJRT_NAMES_AND_LIBRARY_PATHS", as_run(minimal.ADD_ONE.replace("LEAVE_OUT", "()")),
                      lang="python", fold=True)
 
 
@@ -496,7 +422,7 @@ def test_transformer_block_runs_on_the_device(pjrt_plugin, evidence):
     # what the subprocess actually fed the program, checked by the core against the provenance
     evidence.observe(params={"x": (got["x"][0], tuple(got["x"][1]))})
     evidence.excerpt("what ran, in a fresh Python with the plugin registered (first line: the "
-                     "prelude every snippet gets; see the first claim of this study)", _as_run(BLOCK_RUN),
+                     "prelude every snippet gets; see the first claim of this study)", as_run(BLOCK_RUN),
                      lang="python")
     # The error is a few float32 roundings whose size depends on summation order: the check
     # holds it to the claim's bound, not to the last run's value.
@@ -548,7 +474,7 @@ def test_gpt2_training_step_runs_on_the_device(pjrt_plugin, evidence):
     assert run.ok, run.why
     got = json.loads(run.stdout.strip().splitlines()[-1])
     evidence.observe(params={k: (d, tuple(s)) for k, (d, s) in got["params"].items()})
-    evidence.excerpt("what ran, in a fresh Python with the plugin registered", _as_run(GPT2_RUN),
+    evidence.excerpt("what ran, in a fresh Python with the plugin registered", as_run(GPT2_RUN),
                      lang="python")
     # rounding differences whose size depends on summation order: held to the claim's bound
     assert got["max_rel"] < 1e-4
@@ -599,7 +525,7 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
     attributes = minimal.attribute_counts(api)
     # The reader's recipe, run as written in a folder of its own.
     done = minimal.run_reader_recipe(tmp_path / "reader", {
-        f"level{lv.number}.py": _as_run(lv.code) for lv in LEVELS[:2]})
+        f"level{lv.number}.py": as_run(lv.code) for lv in LEVELS[:2]})
     marks = done.stdout.count(OK_MARK)
     evidence.number("level snippets that printed their mark in the reader's run", marks)
     assert done.returncode == 0 and marks == 2, done.stdout[-2000:] + done.stderr[-2000:]

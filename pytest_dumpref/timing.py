@@ -351,18 +351,22 @@ def time_variants(fn, args, variants: dict, *, aa: bool = True, **plan) -> Timin
     return run_plan(tp, pythonpath=(root,))
 
 
-def plan_listing(plan: TimingPlan) -> str:
-    """Python that defines every name the worker's source (``_worker``) uses besides jax and
-    numpy, with the values ``plan`` ran with: the imports, this module's constants, the plan
-    as a plain namespace, and the helper that turns a program reference into a function.  A
-    reader who pastes it above the worker's source has the timing loop as it ran."""
-
+def plan_block(plan: TimingPlan) -> str:
+    """The plan as plan_listing writes it: a plain namespace of its fields, one a line."""
     def value(v) -> str:   # a dict one entry a line: the variants of a plan can be many
         if isinstance(v, dict) and len(v) > 1:
             return "{\n" + "".join(f"        {k!r}: {x!r},\n" for k, x in v.items()) + "    }"
         return repr(v)
 
     fields = "".join(f"    {name}={value(v)},\n" for name, v in asdict(plan).items() if name != "timeout_s")
+    return "plan = types.SimpleNamespace(\n" + fields + ")"
+
+
+def plan_listing(plan: TimingPlan) -> str:
+    """Python that defines every name the worker's source (``_worker``) uses besides jax and
+    numpy, with the values ``plan`` ran with: the imports, this module's constants, the plan
+    as a plain namespace, and the helper that turns a program reference into a function.  A
+    reader who pastes it above the worker's source has the timing loop as it ran."""
     constants = "\n".join(f"{name} = {globals()[name]!r}" for name in (
         "SINGLE_THREAD_XLA_FLAGS", "ALLOCATOR_ENV", "STREAM", "DISPATCH", "STREAM_COLD", "COLD_INPUT_BYTES",
         "AA_INERT_OPTION"))
@@ -386,7 +390,7 @@ def plan_listing(plan: TimingPlan) -> str:
             "import importlib, json, os, random, resource, time, types\n\n"
             "# pytest_dumpref/timing.py's constants\n" + constants + "\n\n"
             "# the plan this claim ran\n"
-            "plan = types.SimpleNamespace(\n" + fields + ")\n"
+            + plan_block(plan) + "\n"
             "plan.program_of = lambda variant: plan.programs.get(variant, (plan.program, plan.args))\n\n"
             "class TimingError(RuntimeError):\n    pass\n\n\n"
             + inspect.getsource(resolve_program) + "\n\n"
@@ -455,6 +459,38 @@ def worker_listing(plan: TimingPlan) -> str:
     return (plan_listing(plan) + "\n\n" + "\n\n".join(
                 inspect.getsource(f) for f in (_pin, fill, _stream, _worker))
             + "\n\nprint(json.dumps(_worker(plan)))\n")
+
+
+def record_listings(evidence, plan: TimingPlan, comparisons: list, across: dict | None = None) -> None:
+    """Record the timing method as it ran, as three scripts a reader runs with plain jax: the
+    programs (program_listing), the timed subprocess (worker_listing: the plan's values, then
+    the source of the worker) and the statistic (statistic_listing: the source of its
+    classes, fed the worker's JSON), then the method in words."""
+    evidence.excerpt("program.py, the timed programs as they ran (timing.program_listing: "
+                     "pytest_dumpref/examples.py's functions the plan times and what they use)",
+                     program_listing(plan), lang="python")
+    evidence.excerpt("timed.py, the timed subprocess as it ran (timing.worker_listing): how to run "
+                     "it, the plan, pinning, inputs, both variants compiled in one process, the A/A "
+                     "copy compiled afresh, the calibration kernels, the timed call, interleaved rounds",
+                     worker_listing(plan), lang="python")
+    evidence.excerpt("statistic.py, the statistic and the prediction as they ran (timing."
+                     "statistic_listing, pytest_dumpref/timing.py's classes): fed timed.py's output "
+                     "on stdin, it prints the numbers this claim states",
+                     statistic_listing(comparisons, across), lang="python")
+    evidence.note(
+        "In words: each variant is compiled in the timing subprocess by jax.jit(fn).lower(*args)"
+        ".compile(compiler_options=...), the unfused one with xla_disable_hlo_passes=fusion; an A/A copy "
+        f"gets the inert option {AA_INERT_OPTION} (nothing is dumped) because jax would otherwise "
+        "return its twin's cached executable, and the worker checks that the executable is distinct and "
+        "its HLO identical. One timed call is the process's CPU time (time.process_time_ns) around "
+        "jax.block_until_ready(compiled(*args)), which a neighbour preempting the pinned process does not add to. "
+        "A round runs every variant's batch of calls in a shuffled order and keeps each batch's fastest "
+        "call; a difference is the median over rounds of the per-round (paired) differences. The ± beside "
+        "a time is the standard error of that median, 1.2533 x (IQR / 1.349) / sqrt(rounds) of the samples "
+        "or paired differences it is the median of (timing.median_noise), carried through a ratio. Bandwidth "
+        "is the stream kernel's XLA bytes accessed minus the dispatch kernel's, over the median paired "
+        "difference of their times; GB is 1e9 bytes. The predicted extra time is the extra bytes over "
+        "that bandwidth.")
 
 
 def spearman(a: list, b: list) -> float:

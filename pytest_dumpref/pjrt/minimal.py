@@ -197,3 +197,67 @@ def attribute_counts(api) -> dict[str, int]:
                                    device_description=desc).num_attributes}
     finally:
         api.destroy_client(client)
+
+
+# One-line edits of plugin_c/minimal/minimal.c for the contract's rules that the appendix's
+# edits (minimal.EDITS) do not cover.
+CONTRACT_EDITS = (
+    Edit("GetPjrtApi hidden", "the library must export GetPjrtApi (jax dlsym's it)",
+                 '__attribute__((visibility("default"))) const PJRT_Api* GetPjrtApi(void) {',
+                 '__attribute__((visibility("hidden"))) const PJRT_Api* GetPjrtApi(void) {', 1),
+    Edit("Error_Destroy reads its error", "PJRT_Error_Destroy must accept NULL",
+                 "static void Error_Destroy(PJRT_Error_Destroy_Args* a) { free(a->error); }",
+                 "static void Error_Destroy(PJRT_Error_Destroy_Args* a) { if (a->error->code != PJRT_Error_Code_OK) free(a->error); }",
+                 2),
+    Edit("OnReady never calls back", "OnReady must call its callback (at once, for a ready event)",
+                 "static Err Event_OnReady(PJRT_Event_OnReady_Args* a) { a->callback(OK, a->user_arg); return OK; }",
+                 "static Err Event_OnReady(PJRT_Event_OnReady_Args* a) { (void)a; return OK; }", 2),
+)
+EDIT_TIMEOUT_S = 30  # a level takes seconds; a hang is what one edit shows
+
+
+def edited_minimal(tmp_path, name: str, find: str, replace: str):
+    """minimal.c with one line replaced, built; a clear error when the line is not there once."""
+    text = source_path().read_text()
+    if text.count(find) != 1:
+        raise AssertionError(f"{source_path()}: the line to edit for {name!r} is not there "
+                             f"exactly once: {find!r}")
+    folder = tmp_path / name.replace(" ", "-").replace("'", "")
+    folder.mkdir(parents=True)
+    (folder / "minimal.c").write_text(text.replace(find, replace))
+    return build_plugin(folder, minimal=True, source=folder / "minimal.c")
+
+
+def run_contract_edit(edit, tmp_path) -> EditResult:
+    """A contract edit built and its level run; the run's temporary folder left out of ``why``."""
+    from .pjrt_map import OK_MARK
+    from .trace import run_jax
+    built = edited_minimal(tmp_path, edit.name, edit.find, edit.replace)
+    r = run_jax(built.path, LEVELS[edit.level - 1].code, trace=False,
+                env=plain_registration(built.path), timeout=EDIT_TIMEOUT_S)
+    # the library's folder is this run's temporary one: named by the file alone, so runs compare
+    why = r.why.replace(str(built.path), built.path.name)
+    return EditResult(edit, level_passed(r), OK_MARK in r.stdout, r.returncode, why)
+
+
+# Level 3 for x + 1 on the minimal plugin: its table's level-3 slots filled from Python
+# (pytest_dumpref/pjrt/level3_add.py) before jax asks for the device.
+ADD_ONE = """
+import json, os
+from pytest_dumpref.pjrt import level3_add
+level3_add.install(os.environ['PJRT_NAMES_AND_LIBRARY_PATHS'].split(':', 1)[1], leave_out=LEAVE_OUT)
+dev = jax.devices('dumpref')[0]
+a = np.arange(6, dtype=np.float32).reshape(2, 3)
+y = jax.jit(lambda x: x + 1)(jax.device_put(a, dev))
+assert y.devices() == {dev} and (np.asarray(y) == a + 1).all(), y
+print(json.dumps(level3_add.seen))
+print('DUMPREF-LEVEL-OK', flush=True)
+"""
+MEMORY_KIND_LINE = 'static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "hbm"); return OK; }'
+
+
+def add_one(library, leave_out=()):
+    """ADD_ONE run against ``library``, the slots ``leave_out`` names left unfilled."""
+    from .trace import run_jax
+    code = ADD_ONE.replace("LEAVE_OUT", repr(tuple(leave_out)))
+    return run_jax(library, code, trace=False, env=plain_registration(library))

@@ -541,3 +541,14 @@ def error_destroys_of_null(calls) -> list[str]:
         if not c.fn.startswith("PJRT_Error_"):
             before = c
     return out
+
+
+def compressed_calls(calls):
+    """Consecutive repeats folded: the call order stays readable."""
+    rows = []
+    for name in calls:
+        if rows and rows[-1][0] == name:
+            rows[-1][1] += 1
+        else:
+            rows.append([name, 1])
+    return [{"#": i + 1, "entry point": n, "times in a row": k} for i, (n, k) in enumerate(rows)]

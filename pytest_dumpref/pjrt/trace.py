@@ -134,3 +134,8 @@ def read_trace(path: Path) -> tuple[list[dict], int | None]:
         elif "fn" in rec:
             records.append(rec)
     return records, base
+
+
+def as_run(code: str) -> str:
+    """A snippet as the runner executes it: the prelude, then the snippet."""
+    return PRELUDE + code.strip() + "\n"

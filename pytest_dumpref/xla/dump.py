@@ -304,6 +304,7 @@ class Dump:
         # set by DumpSession: the same compile, with the fusion log; (its folder, module id)
         self._recompile: Callable[[], tuple] | None = None
         self.backend: str | None = None  # the platform DumpSession compiled for
+        self.session: "DumpSession | None" = None  # the DumpSession that made it, if any
 
     @classmethod
     def from_folder(cls, folder, module: str | None = None) -> "Dump":
@@ -401,6 +402,15 @@ class Dump:
                 seen.setdefault(s.after, None)
         return list(seen)
 
+    def around_pass(self, pass_name: str) -> tuple:
+        """The snapshots just before and just after the first run of ``pass_name`` (the
+        every-pass dump writes a snapshot only when a pass changed the module, so the previous
+        one is what it saw); DumpError when no snapshot was written after it."""
+        for i, s in enumerate(self.snapshots):
+            if s.after == pass_name and i > 0:
+                return self.snapshots[i - 1], s
+        raise DumpError(f"no snapshot after {pass_name!r} in {self.folder}: did the pass change nothing?")
+
     def passes_seen(self) -> set[str]:
         """Every pass and pipeline name any snapshot file mentions."""
         out: set[str] = set()
@@ -446,6 +456,25 @@ class Dump:
         out.write_text("\n".join(lines) + "\n")
         return out
 
+    def record(self, evidence, title: str | None = None, *, note: bool = True) -> None:
+        """Record the dump as evidence: its manifest (hashed), what the hash is of
+        (MANIFEST_NOTE, unless ``note=False``), and the backend, parameters and options it
+        was compiled with."""
+        manifest = self.folder / MANIFEST
+        if not manifest.exists():
+            self.write_manifest()
+        evidence.file(title or f"XLA dump of {self.what}", manifest)
+        if note:
+            evidence.note(MANIFEST_NOTE)
+        evidence.observe(backend=self.backend, params=self.params, options=self.options)
+
+    @property
+    def what(self) -> str:
+        """What was compiled, as an evidence title says it: the function, and the passes
+        disabled (``softmax without fusion``)."""
+        off = self.options.get("xla_disable_hlo_passes")
+        return (self.function or "") + (f" without {off}" if off else "")
+
     @property
     def fusion_kernels(self) -> list:
         """The optimized program's fusion kernels: the ``fusion`` instructions of its entry
@@ -485,6 +514,40 @@ def strip_source_info(text: str) -> str:
     return "\n".join(out)
 
 
+def shown_name(path) -> str:
+    """A dump file's name with the process's compile counter (``module_0038``) shown as
+    ``module_NNNN``: it counts the compiles the process made before, so it changes with what
+    ran earlier in the same process; the rest of the name is the same in every run."""
+    return re.sub(r"^module_\d+\.", "module_NNNN.", Path(path).name)
+
+
+# What the evidence hash of a dump is a hash of (Dump.record says it once per claim).
+MANIFEST_NOTE = (
+    "A dump is kept as evidence by its dumpref-manifest.txt (Dump.write_manifest, listed in the "
+    "first claim): two comment lines, then one line per *.txt file of the module, in name order: "
+    "the sha256 (hex) of the file's text, UTF-8, with metadata={...} and the source-location sections "
+    "removed (strip_source_info), two spaces, and the file's name without its module_NNNN. prefix "
+    "(a process counter in a pass name shown as -N). The sha256 shown for the evidence is of the "
+    "manifest file itself.")
+
+
+def manifest_entries(path) -> dict:
+    """file name (without module number) -> sha256 of its text without metadata and source
+    locations, from a dump's manifest."""
+    rows = [ln.split("  ", 1) for ln in Path(path).read_text().splitlines() if ln and not ln.startswith("#")]
+    return {name: digest for digest, name in rows}
+
+
+def manifest_listing() -> str:
+    """How a manifest is written, as it runs: Dump.write_manifest and what it calls, cut from
+    this file's source."""
+    from .standalone import listing
+    return (listing({"dump": ["strip_source_info", "stable_file_name", "_HASHED_SUFFIXES", "read_text",
+                              "MANIFEST"]}, order=("dump",))
+            + "\n\n# a method of class Dump (self.folder: the dump folder; self.files.id: the NNNN of its module)\n"
+            + inspect.getsource(Dump.write_manifest))
+
+
 # ---- compiling with dumps -----------------------------------------------------------------
 
 _STATIC_TYPES = (int, bool, str, type(None))
@@ -498,6 +561,7 @@ class DumpSession:
         self.root = Path(root)
         self.evidence = evidence
         self._count = 0
+        self.made: dict[str, Dump] = {}          # folder name -> the dump returned for it
 
     # -- public ---------------------------------------------------------------------------
     def dump(self, fn: Callable, *args, passes: str = ".*", **compiler_options) -> Dump:
@@ -563,6 +627,7 @@ class DumpSession:
         d = Dump(dump_folder.modules[0], compiled=compiled, params=params, options=options,
                  function=name)
         d.backend = _platform(compiled)
+        d.session = self
 
         def with_fusion_log():
             sub = folder / "fusion-log"
@@ -578,13 +643,69 @@ class DumpSession:
         return d
 
     def _record(self, d: Dump) -> None:
-        manifest = d.write_manifest()
-        if self.evidence is None:
-            return
-        what = (d.function or "") + (f" without {d.options['xla_disable_hlo_passes']}"
-                             if d.options.get("xla_disable_hlo_passes") else "")
-        self.evidence.file(f"XLA dump of {what}", manifest)
-        self.evidence.observe(backend=d.backend, params=d.params, options=d.options)
+        d.write_manifest()
+        self.made[d.folder.name] = d
+        if self.evidence is not None:
+            d.record(self.evidence, note=False)
+
+    def folder_rows(self) -> list[dict]:
+        """Which sub-folder of the root holds which compile, read from the folders themselves
+        (in compile order): each dump returned, each control compile of ``unfused`` (checked
+        to be the default program), each fusion log, and a row on the names.  DumpError for a
+        folder this session did not make."""
+        default = next((d for d in self.made.values() if not d.options.get("xla_disable_hlo_passes")), None)
+        rows = []
+        for sub in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            d = self.made.get(sub.name)
+            if d is not None:
+                off = d.options.get("xla_disable_hlo_passes")
+                rows.append({"folder": sub.name,
+                             "what was compiled": f"{d.function} with xla_disable_hlo_passes={off}" if off
+                             else f"{d.function}, default options",
+                             "evidence title": f"XLA dump of {d.what}"})
+            elif sub.name.endswith("-reference"):
+                ref = Dump.from_folder(sub)
+                if default is not None and (strip_source_info(ref.optimized_text)
+                                            != strip_source_info(default.optimized_text)):
+                    raise DumpError(f"{sub}: the reference compile's optimized module is not the default program's")
+                rows.append({"folder": sub.name, "evidence title": "(none: not evidence)",
+                             "what was compiled": REFERENCE_NOTE.format(fn=ref.function or _folder_function(sub))})
+            else:
+                raise DumpError(f"{sub}: a dump folder this session did not make")
+            if (sub / "fusion-log").is_dir():
+                rows.append({"folder": f"{sub.name}/fusion-log", "what was compiled": FUSION_LOG_NOTE,
+                             "evidence title": "(none: read for the decision log)"})
+        rows.append({"folder": "(the names)", "what was compiled": FOLDERS_NOTE.format(root=self.root.name),
+                     "evidence title": ""})
+        return [{k: r[k] for k in ("folder", "what was compiled", "evidence title")} for r in rows]
+
+    def record_folders(self, evidence) -> None:
+        """Record ``folder_rows`` as a folded table of the claim's evidence."""
+        evidence.table(f"the dump folders of this claim, under {self.root.name}/, in compile order",
+                       self.folder_rows(), fold=True)
+
+
+FOLDERS_NOTE = (
+    "Each compile a claim makes gets a sub-folder of the test's {root}/ folder, numbered in "
+    "compile order (the file lines above give the full path under pytest's --basetemp). Dump file "
+    "names begin module_NNNN, the compile counter of the process (a claim run alone starts at "
+    "module_0000), so the excerpt titles show it as NNNN.")
+REFERENCE_NOTE = (
+    "{fn}, default options, a snapshot after every pass that ran, changed or not "
+    "(xla_dump_hlo_pass_re=., where .* dumps only the passes that changed something): the unfused "
+    "fixture's control (DumpSession.unfused in pytest_dumpref/xla/dump.py), compiled just before "
+    "the unfused variant. It serves two checks: each pass named for disabling must appear in it, "
+    "since XLA accepts unknown names in xla_disable_hlo_passes silently; and the unfused optimized "
+    "module must differ from its optimized module, which is the default program's (asserted).")
+FUSION_LOG_NOTE = (
+    "the same compile once more with xla_dump_fusion_visualization (and no pass snapshots); its "
+    "*_fusion.html files carry the fusion pass's decision log (Dump.fusion_decisions), the "
+    "compiler's column of the decision table")
+
+
+def _folder_function(folder: Path) -> str:
+    """The function a DumpSession folder (``NN-<function><tag>``) was compiled from."""
+    return re.sub(r"^\d+-|-(reference|unfused)$", "", folder.name)
 
 
 def _runner_files(fn) -> list[str]:

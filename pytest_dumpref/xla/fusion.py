@@ -31,7 +31,7 @@ from .fusion_log import (
     read_fusion_log_file,
     refusals,
 )
-from .fusion_policy import FusionModelError, predict, uncalled_computations
+from .fusion_policy import RULES, FusionModelError, predict, uncalled_computations
 from .hlo import HloParseError, parse_module
 from .standalone import listing
 
@@ -129,6 +129,30 @@ class ModuleFusion:
     def refused(self) -> int:
         """Decisions the log records as refusals."""
         return sum(1 for d in self.log if not d.fused)
+
+    def decision_rows(self) -> list[dict]:
+        """The decision table: the compiler's log against the model, with the restated rule
+        that made each prediction (a refusal's reason shown up to its first ' ; ')."""
+        def shown(verdict):
+            return "fused" if verdict == "fused" else (verdict or "-").split(" ; ")[0]
+        return [{"producer": r["producer"], "consumer": r["consumer"], "compiler": shown(r["compiler"]),
+                 "model (fusion_policy)": shown(r["predicted"]), "rule (XLA function restated)": r["rule"]}
+                for r in self.rows]
+
+    def knockouts(self) -> dict[str, int]:
+        """rule -> how many of the logged decisions the model mispredicts with that one rule
+        of fusion_policy.RULES left out (every rule in turn)."""
+        out = {}
+        for rule in RULES:
+            without = [q for r in predict(self.before.module, without=[rule]) for q in r.decisions if q.logged]
+            out[rule] = sum(1 for r in compare(self.log, without) if not r["agree"])
+        return out
+
+    def disagreements(self) -> list[str]:
+        """Every decision the model and the log disagree on, in words (none when it predicts
+        them all)."""
+        return [f"the model says {r['predicted']} ({r['rule']}) for {r['producer']} -> "
+                f"{r['consumer']}; the compiler: {r['compiler']}" for r in self.rows if not r["agree"]]
 
     def as_dict(self) -> dict:
         return {"module": self.module, "snapshot": str(self.before.path),

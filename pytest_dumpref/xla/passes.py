@@ -156,6 +156,46 @@ DEFINITIONS: dict[str, str] = {
         "group them by output shape without its layout."),
 }
 
+WORDS = (
+    "Words used in this study. Traced program: the module as jax hands it to XLA, before any "
+    "optimization pass (the dump's *.before_optimizations.txt; the first pass snapshots have the "
+    "same text). Optimized program: the module after the last pass (*.cpu_after_optimizations.txt). "
+    "Pass snapshot: the module as written after one pass run; with xla_dump_hlo_pass_re=.* XLA "
+    "writes one after each pass run that reports a change (its text can still equal the one "
+    "before), plus one at the start of each pipeline. "
+    "XLA's cost analysis: XLA's own HloCostAnalysis of one snapshot file ('bytes accessed', "
+    "'flops'), computed by the listing below. The restated XLA rules: HloCostAnalysis's "
+    "per-instruction rules for bytes accessed, rewritten in Python (traffic.xla_rule_bytes) so "
+    "that every difference between the two accountings is pinned on a named instruction with its "
+    "reason, in the 'where spill-style and XLA's accounting differ' tables; the 'unexplained' "
+    "number is what is left over, and is 0. Rule (xla bytes) below says what '(float32 "
+    "rounding)' in those tables means; where it is a table's only cause, the table is folded.")
+
+# How PassChange.excerpt and show_line mark the HLO they copy, in words.
+EXCERPT_MARKS = (
+    "How the HLO excerpts of this study are marked: lines are copied from the dump file named in "
+    "the title, except that each instruction's metadata (op name, source file and line) is "
+    "shortened to metadata={...}. In before/after excerpts, '-' marks a line the pass removed or "
+    "rewrote and '+' a line it added or rewrote (a rewritten instruction appears on both sides); "
+    "unmarked lines are context, one line either side of a marked one (a line only renamed, by "
+    "the matching rule under the ranking, is not marked); '...' stands for lines left out; a "
+    "computation header "
+    "longer than 100 characters is cut and ends in ' ...{'; '(N more changed lines not shown)' "
+    "counts the changed lines beyond the first eight. File names are shown as module_NNNN.<name>: "
+    "XLA numbers modules by a per-process compile counter (module_0000 for the first compile of a "
+    "fresh process, module_0038 if 38 compiles came before), while the rest of the name is the "
+    "same in every run.")
+
+
+def record_rules(evidence, *keys: str, words: dict | None = None) -> None:
+    """Record the rules of DEFINITIONS that a claim's numbers rest on, as the code states
+    them, in one folded table (a rule is said once, where a claim first uses it), after
+    ``words`` (name -> text) that the rules use."""
+    rows = [{"rule": k, "what it says": v} for k, v in (words or {}).items()]
+    rows += [{"rule": f"Rule ({key})", "what it says": DEFINITIONS[key]} for key in keys]
+    evidence.table(f"the rules these counts follow: {', '.join(list(words or ()) + list(keys))} "
+                   "(passes.DEFINITIONS, as the code states them)", rows, fold=True)
+
 
 def shape_without_layout(shape: str) -> str:
     """``f32[4,128]{1,0}`` -> ``f32[4,128]`` (tuples too): how the by-shape tables group kernels."""
@@ -318,6 +358,42 @@ class PassChange:
         return (_excerpt(self.before.module, removed, "-", max_lines),
                 _excerpt(self.after.module, added, "+", max_lines))
 
+    def shape_rows(self) -> list[dict]:
+        """The kernels the pass removed and added, by output shape (without layout): unchanged
+        kernels cancel, so the change in bytes is what the removed kernels moved minus what
+        the added ones move, shape by shape."""
+        rem, add = by_shape(self.kernels_removed), by_shape(self.kernels_added)
+        rows = []
+        for shape in sorted(set(rem) | set(add)):
+            rc, rr, rw = rem.get(shape, (0, 0, 0))
+            ac, ar, aw = add.get(shape, (0, 0, 0))
+            rows.append({"kernel output shape": shape, "removed": rc, "added": ac,
+                         "bytes read (removed - added)": rr - ar, "bytes written (removed - added)": rw - aw})
+        return rows
+
+    def record(self, evidence) -> list[dict]:
+        """Record what every pass claim shows of one pass run: the excerpts, the step, score,
+        kernel, byte and instruction counts, the by-shape table; returns its rows."""
+        from .dump import shown_name
+        name, fb, fa = self.pass_name, self.figures_before, self.figures_after
+        before, after = self.excerpt(max_lines=8)
+        evidence.excerpt(f"before {name} ({shown_name(self.before.path)})", before, lang="hlo", fold=True)
+        evidence.excerpt(f"after {name} ({shown_name(self.after.path)})", after, lang="hlo", fold=True)
+        evidence.number("step", self.step)
+        evidence.number("score", round(self.score, 6))
+        evidence.number("kernels before", fb.kernel_count)
+        evidence.number("kernels after", fa.kernel_count)
+        for what, b, a in (("read", fb.bytes_read, fa.bytes_read), ("written", fb.bytes_written, fa.bytes_written)):
+            evidence.number(f"bytes {what} before", b, unit="B")
+            evidence.number(f"bytes {what} after", a, unit="B")
+        evidence.number("instructions added", len(self.added))
+        evidence.number("instructions removed", len(self.removed))
+        evidence.number("instructions rewritten", len(self.rewritten))
+        rows = self.shape_rows()
+        evidence.table(f"kernels {name} removed and added, by output shape (kernels matched by "
+                       f"name, shape and bytes, as stated under the ranking)", rows, fold=True)
+        return rows
+
     def to_dict(self, *, excerpts: bool = True, flops: bool = False) -> dict:
         fb, fa = self.figures_before, self.figures_after
         out: dict[str, Any] = {
@@ -341,6 +417,88 @@ class PassChange:
             eb, ea = self.excerpt()
             out["excerpt"] = {"before": eb, "after": ea}
         return out
+
+
+def by_shape(kernels) -> dict:
+    """shape (without layout) -> (count, bytes read, bytes written) over kernels (name,
+    shape, read, written)."""
+    out: dict = {}
+    for _, shape, r, w in kernels:
+        key = shape_without_layout(shape)
+        c, rr, ww = out.get(key, (0, 0, 0))
+        out[key] = (c + 1, rr + r, ww + w)
+    return out
+
+
+def record_xla_agreement(evidence, *sides) -> list:
+    """For each (label, state): our spill-style totals, XLA's HloCostAnalysis of the same
+    text, and the named instructions where the two accountings differ, all sides in one
+    table (folded when XLA's float32 rounding, one rule stated once, is its only cause).
+    Returns (traffic, cost, unexplained bytes) per side: what XLA's total leaves over once
+    its rules, restated per instruction, are added up (exactly, or through its float32 sum)."""
+    from .traffic import module_traffic
+    out, rows = [], []
+    for label, state in sides:
+        t = module_traffic(state.module)
+        cost = cost_analysis(state.text, source=str(state.path))
+        diffs = t.compare_with_xla(cost)
+        unexplained = sum(x.ours - x.xla for x in diffs if x.instruction == "(unexplained)")
+        evidence.number(f"XLA bytes accessed {label}", cost["bytes accessed"], unit="B")
+        evidence.number(f"XLA flops {label}", cost["flops"])
+        evidence.number(f"bytes the restated XLA rules leave unexplained {label}", unexplained, unit="B")
+        rows += [{"program": label, "instruction": x.instruction, "ours (B)": x.ours,
+                  "XLA (B)": int(x.xla) if float(x.xla).is_integer() else x.xla, "why": x.reason}
+                 for x in diffs if x.instruction != "(unexplained)"]
+        out.append((t, cost, unexplained))
+    rounding_only = all(r["instruction"] == "(float32 rounding)" for r in rows)
+    if rows:
+        evidence.table("where spill-style and XLA's accounting differ"
+                       + (": only XLA's float32 rounding, rule (xla bytes)" if rounding_only else ""),
+                       rows, fold=True if rounding_only else None)
+    return out
+
+
+def plot_bytes(changes: list, path: Path, title: str) -> list:
+    """Draw bytes read and written after each pass run that changed the program (the traced
+    program first) with matplotlib into ``path``; returns the (label, Figures) points drawn."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    points = [("traced", changes[0].figures_before)] + \
+        [(f"{c.step:04d} {c.pass_name}", c.figures_after) for c in changes]
+    labels = [p[0] for p in points]
+    read = [p[1].bytes_read / 2**20 for p in points]
+    written = [p[1].bytes_written / 2**20 for p in points]
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=100)
+    ax.step(range(len(points)), read, where="post", label="bytes read (MiB)")
+    ax.step(range(len(points)), written, where="post", label="bytes written (MiB)")
+    ax.set_xticks(range(len(points)), labels, rotation=70, ha="right", fontsize=7)
+    ax.set_ylabel("MiB, spill-style")
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return points
+
+
+@dataclass
+class PassStudy:
+    """One dump walked pass by pass: every step that changed the program, the ``top`` ranked,
+    and the steps that did not, each with its reason."""
+    dump: Dump
+    changes: list
+    top: list
+    skipped: list  # (state, reason) of every step that did not change the program
+
+    @classmethod
+    def of(cls, dump: Dump, top: int = 10) -> "PassStudy":
+        skipped: list = []
+        changes = pass_changes(dump, skipped=skipped)
+        return cls(dump, changes, ranked(changes, top), skipped)
+
+    def rank(self, n: int) -> PassChange:
+        return self.top[n - 1]
 
 
 def _kernel_difference(a: Figures, b: Figures) -> list[tuple]:
@@ -725,6 +883,17 @@ def _loose(module, comp, inst, norm: _Normalizer):
 def show_line(inst) -> str:
     """The instruction's line as dumped, with metadata elided."""
     return _METADATA_TEXT.sub(", metadata={...}", inst.line)
+
+
+def show_lines(insts) -> str:
+    """Instructions' lines as dumped (show_line), one a line."""
+    return "\n".join(show_line(i) for i in insts)
+
+
+def show_computation(comp) -> str:
+    """A computation as dumped, its header, every instruction (show_line) and its closing
+    brace, so that any line can be found in the dump by searching for its first part."""
+    return "\n".join([comp.header] + [show_line(i) for i in comp.instructions] + ["}"])
 
 
 def _excerpt(module, marked: set, sign: str, max_lines: int) -> str:

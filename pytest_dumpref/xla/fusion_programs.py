@@ -1,0 +1,165 @@
+"""The programs of the fusion study's across-programs claims, with their inputs.
+
+Pieces of models, each at a size where fusion effects are measurable and allocation does not
+dominate (arrays around f32[1024,1024], 4 MiB).  Arguments are (dtype, shape), filled by
+pytest_dumpref.timing.fill (standard normal; integers uniform in [0, 1000)) from numpy's
+default_rng(0), the same in the dumps and in the timed subprocess.
+
+``programs_listing`` cuts programs.py from this file, examples.py and timing.py: the
+programs with their inputs, which a reader runs with plain jax beside the fusion model's
+listing (``PROGRAMS_COMMANDS``).  Nothing here imports pytest.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from pytest_dumpref import examples
+
+F32, M = "float32", (1024, 1024)
+SUITE = {
+    "softmax": [(F32, M)],
+    "layernorm": [(F32, M), (F32, (1024,)), (F32, (1024,))],
+    "rmsnorm": [(F32, M), (F32, (1024,))],
+    "residual_layernorm": [(F32, M), (F32, M), (F32, (1024,)), (F32, (1024,)), (F32, (1024,))],
+    "gelu": [(F32, M)],
+    "swiglu": [(F32, (1024, 256)), (F32, (256, 1024)), (F32, (256, 1024))],
+    "mlp": [(F32, (1024, 256)), (F32, (256, 1024)), (F32, (1024,)), (F32, (1024, 256)), (F32, (256,))],
+    "attention_scores": [(F32, (1024, 64)), (F32, (1024, 64))],
+    "cross_entropy": [(F32, M), ("int32", (1024,))],
+    "huber_loss": [(F32, M), (F32, M)],
+    "adam_update": [(F32, M)] * 4,
+    "sgd_momentum": [(F32, M)] * 3,
+    "gelu_grad": [(F32, M)],
+    "layernorm_grad": [(F32, M), (F32, (1024,)), (F32, (1024,))],
+    "conv_bias_relu": [(F32, (8, 64, 64, 32)), (F32, (3, 3, 32, 32)), (F32, (32,))],
+    "rope": [(F32, M)],
+}
+# Programs of pytest_dumpref.examples written before the model and not looked at while it
+# was built: the model is tried on them as they are.
+HELD_OUT = {
+    "transformer_block": lambda: (_arrays([(F32, (1, 256, 256))])[0], _cpu(examples.transformer_params(256, 1024)), 4),
+    "causal_attention": lambda: (*_arrays([(F32, (1, 512, 256))] + [(F32, (256, 256))] * 4), 4),
+    "sgd_step": lambda: (_cpu({k: v for k, v in examples.transformer_params(256, 1024).items()
+                               if k in ("w1", "b1", "w2", "b2")}),
+                         *_arrays([(F32, (1024, 256)), (F32, (1024, 256))])),
+    "scan_rnn": lambda: tuple(_arrays([(F32, (64, 256)), (F32, (16, 64, 256)), (F32, (256, 256))])),
+}
+# Programs written after the model was finished, to try it on shapes of decision the
+# programs above lack: an in-place update, concatenations, a transpose, a pad, slices, a
+# matrix-vector product, a sort, bf16, a scan (cumsum), a masked sum.
+WRITTEN_AFTER = {
+    "kv_cache_update": (lambda cache, new, pos: jax.lax.dynamic_update_slice(cache, new * 2.0 + 1.0, (pos, 0)),
+                        [(F32, M), (F32, (16, 1024))], (3,)),
+    "concat_heads": (lambda a, b, c, d: jnp.tanh(jnp.concatenate([a, b, c, d], axis=1)) * 2,
+                     [(F32, (1024, 256))] * 4, ()),
+    "concat_rows": (lambda a, b: jnp.exp(jnp.concatenate([a, b], axis=0)) + 1, [(F32, (512, 1024))] * 2, ()),
+    "log_softmax": (jax.nn.log_softmax, [(F32, M)], ()),
+    "silu_grad": (jax.grad(lambda x: jnp.sum(jax.nn.silu(x))), [(F32, M)], ()),
+    "batchnorm": (lambda x: (x - x.mean(0)) / jnp.sqrt(x.var(0) + 1e-5), [(F32, M)], ()),
+    "transpose_add": (lambda x, y: jnp.exp(x.T) + y, [(F32, M)] * 2, ()),
+    "pad_tanh": (lambda x: jnp.pad(jnp.tanh(x), ((1, 1), (1, 1))) * 3, [(F32, M)], ()),
+    "halves": (lambda x: jnp.exp(x[:, :512]) + jnp.exp(x[:, 512:]), [(F32, M)], ()),
+    "matvec_tanh": (lambda w, v, b: jnp.tanh(w @ v + b), [(F32, M), (F32, (1024,)), (F32, (1024,))], ()),
+    "top_k": (lambda x: jax.lax.top_k(jnp.exp(x), 4)[0] * 2, [(F32, M)], ()),
+    "bf16_dense_gelu": (lambda x, w: jax.nn.gelu((x.astype(jnp.bfloat16) @ w.astype(jnp.bfloat16))
+                                                .astype(jnp.float32)), [(F32, (1024, 256)), (F32, (256, 1024))], ()),
+    "masked_row_sum": (lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0).sum(1), [(F32, M)] * 2, ()),
+    "cumsum_exp": (lambda x: jnp.cumsum(jnp.exp(x), axis=1), [(F32, (256, 1024))], ()),
+}
+
+
+def _cpu(tree):
+    """Arrays committed to jax's CPU device, so that every compile targets XLA's CPU compiler
+    even when a plugin device (this project's own) claims the default."""
+    return jax.tree_util.tree_map(lambda a: jax.device_put(a, jax.devices("cpu")[0]), tree)
+
+
+def _arrays(spec):
+    from pytest_dumpref.timing import fill
+    rng = np.random.default_rng(0)
+    return [_cpu(fill(rng, dtype, shape)) for dtype, shape in spec]
+
+
+def arrays(spec) -> list:
+    """The arrays of a (dtype, shape) spec, filled from a fresh default_rng(0), on the CPU."""
+    return _arrays(spec)
+
+
+def programs() -> dict:
+    """name -> (function, arguments) of every program of the decisions claim, as it compiles
+    them: each program's arrays from a fresh numpy default_rng(0) (_arrays), in the order of its
+    spec, then its static arguments.  A Python int among the arguments (n_heads=4 of two
+    held-out programs, pos=3 of kv_cache_update) is static: the compile closes over it and
+    does not trace it, as pytest_dumpref.xla.dump does with any int, bool, str or None (traced,
+    kv_cache_update's pos makes the slice dynamic, and the pass logs 11 decisions, not 10)."""
+    out = {name: (getattr(examples, name), _arrays(spec)) for name, spec in SUITE.items()}
+    out |= {name: (getattr(examples, name), list(make())) for name, make in HELD_OUT.items()}
+    for name, (fn, spec, static) in WRITTEN_AFTER.items():
+        fn.__name__ = name    # names the dump folder and the module
+        out[name] = (fn, _arrays(spec) + list(static))
+    return out
+
+
+def compile_programs() -> None:
+    """programs.py's main: jit every program once, its static arguments closed over and its
+    module named jit_<name>, so that the dump folder XLA_FLAGS names holds all of them."""
+    for name, (fn, args) in programs().items():
+        static = {i: a for i, a in enumerate(args) if isinstance(a, (int, bool, str, type(None)))}
+        jitted = jax.jit(_closing_over(fn, len(args), static, name))
+        jax.block_until_ready(jitted(*(a for i, a in enumerate(args) if i not in static)))
+
+
+def _closing_over(fn, n: int, static: dict, name: str):
+    """fn of n arguments as a function of the others, ``static`` (position -> value) closed over."""
+    def traced(*xs):
+        it = iter(xs)
+        return fn(*(static[i] if i in static else next(it) for i in range(n)))
+    traced.__name__ = name
+    return traced
+
+
+PROGRAMS_HEADER = '''"""programs.py: the programs of the decisions claim with their inputs (pytest_dumpref/examples.py
+and pytest_dumpref/xla/fusion_programs.py, as they ran).  Beside fusion_model.py, with plain jax:
+
+    XLA_FLAGS="--xla_dump_to=dump --xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization" \\
+        JAX_PLATFORMS=cpu python programs.py
+    python fusion_model.py dump       # its last line: the claim's total
+"""
+'''
+
+
+# What a reader runs with the two listings of the decisions claim saved side by side; the claim
+# runs exactly this.  The fusion log comes from xla_dump_fusion_visualization, the snapshot
+# the pass saw from xla_dump_hlo_pass_re=.*; a Python int argument is static (programs()).
+PROGRAMS_COMMANDS = ('XLA_FLAGS="--xla_dump_to=dump --xla_dump_hlo_pass_re=.* '
+                     '--xla_dump_fusion_visualization" JAX_PLATFORMS=cpu python programs.py\n'
+                     'python fusion_model.py dump')
+
+
+def programs_listing() -> str:
+    """programs.py: compile_programs and all it reaches (the programs, their inputs, fill), from
+    examples.py, timing.py and this file, as they ran."""
+    import sys
+
+    from pytest_dumpref import timing
+    from pytest_dumpref.xla.standalone import listing
+    me = sys.modules[__name__]
+    return (listing({examples: list(SUITE) + list(HELD_OUT), me: ["compile_programs"]},
+                    order=(examples, timing, me), header=PROGRAMS_HEADER)
+            + '\n\nif __name__ == "__main__":\n    compile_programs()\n')
+
+
+def run_from_the_page(folder: Path) -> subprocess.CompletedProcess:
+    """Save fusion_model.py and programs.py in ``folder`` and run PROGRAMS_COMMANDS there with
+    plain jax, nothing of this package imported; its last line printed is the total."""
+    from .fusion import model_listing
+    from .plain_jax import plain_env
+    (folder / "fusion_model.py").write_text(model_listing())
+    (folder / "programs.py").write_text(programs_listing())
+    return subprocess.run(["bash", "-c", PROGRAMS_COMMANDS], cwd=folder, env=plain_env(),
+                          capture_output=True, text=True, timeout=1200, check=False)
