@@ -191,6 +191,8 @@ def compare_line(text: str, fresh: Line, margins: list | None = None,
             if why:
                 return why, []
             accepted.append((slot.what, shown, now))
+            if verdict is not None and verdict.outcome == measured.CONTEXT:
+                continue
             if verdict is not None and verdict.outcome == measured.INCONCLUSIVE and inconclusive is not None:
                 inconclusive.append(Inconclusive(slot.what, fresh.claim, 0, shown, now, verdict.sigma))
             elif verdict is not None and margins is not None:

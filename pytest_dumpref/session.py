@@ -6,6 +6,7 @@ syrupy uses), so the rules live here, testable and free of pytest.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import check, kinds, writeup
+from . import check, kinds, measured, writeup
 from .claims import ClaimRecord, Provenance
 from .config import DEFAULT_SECTION, DumprefConfig
 from .provenance import cpu_model_name, environment
@@ -254,8 +255,8 @@ class DumprefSession:
                           if n not in written["claims"] and r["outcome"] == "passed"]
         env = self.environment()
         self.machine = check.machine_differences(written["environment"], env, writeup.machine_fields(self.config))
-        rule = self.config.measured
-        result = self._compare(written, narrowed, covers, name)
+        rule = dataclasses.replace(self.config.measured, same_machine=not self.machine)
+        result = self._compare(written, narrowed, covers, name, rule)
         # A measured value whose comparison is inconclusive, or which is incompatible while
         # every other line reproduces, gets its claim re-run in a fresh process: a value doubled
         # by hand stays incompatible there, a run disturbed by its neighbours does not.
@@ -274,7 +275,7 @@ class DumprefSession:
             if not fresh_records:
                 break
             self.records.update(fresh_records)
-            result = self._compare(written, narrowed, covers, name)
+            result = self._compare(written, narrowed, covers, name, rule)
         seen = {d.line for d in result.differences}
         # The data block rendered on its own must give the file exactly: an edit to either shows.
         own = writeup.render_lines(list(written["claims"].values()), written["environment"], self.config, name)
@@ -316,10 +317,10 @@ class DumprefSession:
         result.differences.sort(key=lambda d: d.line)
         self.check_result = result
 
-    def _compare(self, written: dict, narrowed: bool, covers, name: str) -> check.Result:
+    def _compare(self, written: dict, narrowed: bool, covers, name: str, rule: measured.Rule) -> check.Result:
         records, _ = self.merged(written, narrowed, covers)
         fresh = writeup.render_lines(records, self.environment(), self.config, name)
-        return check.compare_lines(written["lines"], fresh, rule=self.config.measured)
+        return check.compare_lines(written["lines"], fresh, rule=rule)
 
     def _rerun(self, nodeids: list[str]) -> dict[str, dict]:
         """Run ``nodeids`` again in a fresh pytest process and return their records (those that
@@ -437,8 +438,9 @@ class DumprefSession:
     def summary_lines(self, verbose: bool = False) -> list[str]:
         lines = []
         if self.written is not None and self.machine:
-            lines.append(f"dumpref: this run's machine is not the write-up's ({self.check_path}); "
-                         "compared regardless, side by side:")
+            lines.append(f"dumpref: this run's machine is not the write-up's ({self.check_path}): its "
+                         "measured values are shown beside the file's and not judged (a time belongs to "
+                         "its machine); the claims' assertions, bounds and counted values are checked:")
             lines += [f"  {m}" for m in self.machine]
         if self.written is not None and verbose:
             lines += self.number_lines()

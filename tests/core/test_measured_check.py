@@ -169,6 +169,47 @@ def test_the_caches_are_a_machine_fact_shown_side_by_side(project):
                               "*caches: write-up 'L1d 48 KiB, L2 2 MiB, L3 96 MiB', this run*"])
 
 
+def _other_caches(project) -> None:
+    """The write-up as if rendered on a machine with other caches (its table and its data)."""
+    path = project.path / "writeup.md"
+    text = path.read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("| caches | "))
+    path.write_text(text.replace(line, "| caches | L1d 48 KiB, L2 2 MiB, L3 96 MiB |"))
+    writeup_files.edit_data(path, json.dumps(line[len("| caches | "):-2]), json.dumps("L1d 48 KiB, L2 2 MiB, L3 96 MiB"))
+
+
+def test_on_another_machine_a_time_is_context_and_a_bound_still_decides(project):
+    """A time belongs to its machine: re-proved elsewhere, the file's 1 ms and the run's 3 ms
+    are shown side by side and pass; on the write-up's own machine the same 3 ms fails.  The
+    bound the claim asserts is checked on any machine."""
+    _runs(project, {"t": 1.0})
+    project.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)
+    _other_caches(project)
+    _runs(project, {"t": 3.0})
+    res = project.runpytest("--dumpref-check=writeup.md")
+    assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(["*this run's machine is not the write-up's*measured values are shown beside "
+                              "the file's and not judged*", "*caches: write-up 'L1d 48 KiB*"])
+    assert "re-run" not in res.stdout.str()
+    # the file's own bound still holds there: an error past it fails
+    path = project.path / "writeup.md"
+    text = path.read_text()
+    cut = text.index("<!-- dumpref-data")
+    path.write_text(text[:cut].replace("| 1e-07 | bound", "| 0.002 | bound") + text[cut:])
+    _runs(project, {"t": 3.0})
+    res = project.runpytest("--dumpref-check=writeup.md")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    assert "the file's value is not <= 1e-05, the bound the claim asserts" in res.stdout.str()
+    # and on the write-up's machine, 3 ms against 1 ms is a time that does not reproduce
+    path.write_text(text)
+    _runs(project, {"t": 3.0})
+    project.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)   # 3 ms, this machine's
+    _runs(project, {"t": 1.0}, {"t": 1.0}, {"t": 1.0})
+    res = project.runpytest("--dumpref-check=writeup.md")
+    assert res.ret == pytest.ExitCode.TESTS_FAILED
+    assert "are incompatible" in res.stdout.str()
+
+
 BENCH = '''
 import pytest
 

@@ -914,6 +914,10 @@ class HloComputation:
     def instruction(self, name: str) -> Instruction:
         return self.by_name[name]
 
+    def users(self, name: str) -> list[Instruction]:
+        """The instructions of this computation that name ``name`` among their operands."""
+        return [i for i in self.instructions if name in i.operands]
+
     def __contains__(self, name: str) -> bool:
         return name in self.by_name
 
