@@ -55,6 +55,13 @@ def _render_then_check(project, written: dict, *now: dict):
     return project.runpytest("--dumpref-check=writeup.md")
 
 
+def _edit_visible(path, old: str, new: str) -> None:
+    """A hand edit of the write-up's visible Markdown, its data line left as rendered."""
+    text = path.read_text()
+    cut = text.index("<!-- dumpref-data")
+    path.write_text(text[:cut].replace(old, new) + text[cut:])
+
+
 def _last_line(res) -> str:
     return [ln for ln in res.outlines if ln.strip()][-1]
 
@@ -96,10 +103,7 @@ def test_a_doubled_or_halved_time_fails_naming_the_line_and_both_values(project,
 def test_a_hand_doubled_value_in_the_file_fails(project):
     _runs(project, {"t": 1.0})
     project.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)
-    path = project.path / "writeup.md"
-    text = path.read_text()
-    cut = text.index("<!-- dumpref-data")
-    path.write_text(text[:cut].replace("| 1 ± 0.01 ms |", "| 2 ± 0.01 ms |") + text[cut:])
+    _edit_visible(project.path / "writeup.md", "| 1 ± 0.01 ms |", "| 2 ± 0.01 ms |")
     _runs(project, {"t": 1.0})
     res = project.runpytest("--dumpref-check=writeup.md")
     assert res.ret == pytest.ExitCode.TESTS_FAILED
@@ -131,9 +135,7 @@ def test_a_bound_is_checked_against_its_bound_not_the_last_value(project):
     text = (project.path / "writeup.md").read_text()
     assert "| max relative error | 1e-08 | bound ≤ 1e-05 |" in text
     # a file edited past its bound does not
-    path = project.path / "writeup.md"
-    cut = text.index("<!-- dumpref-data")
-    path.write_text(text[:cut].replace("| 1e-08 | bound", "| 0.002 | bound") + text[cut:])
+    _edit_visible(project.path / "writeup.md", "| 1e-08 | bound", "| 0.002 | bound")
     res = project.runpytest("--dumpref-check=writeup.md")
     assert res.ret == pytest.ExitCode.TESTS_FAILED
     assert "the file's value is not <= 1e-05, the bound the claim asserts" in res.stdout.str()
@@ -153,22 +155,6 @@ def test_err(evidence):
     res.stdout.fnmatch_lines(["*evidence.number 'error': 0.5 is not <= 0.1, the bound it is recorded with*"])
 
 
-def test_the_caches_are_a_machine_fact_shown_side_by_side(project):
-    _runs(project, {"t": 1.0})
-    project.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)
-    path = project.path / "writeup.md"
-    text = path.read_text()
-    line = next(ln for ln in text.splitlines() if ln.startswith("| caches | "))
-    other = "| caches | L1d 48 KiB, L2 2 MiB, L3 96 MiB |"
-    path.write_text(text.replace(line, other))
-    writeup_files.edit_data(path, json.dumps(line[len("| caches | "):-2]), json.dumps("L1d 48 KiB, L2 2 MiB, L3 96 MiB"))
-    _runs(project, {"t": 1.0})
-    res = project.runpytest("--dumpref-check=writeup.md")
-    assert res.ret == 0, res.stdout.str()
-    res.stdout.fnmatch_lines(["*this run's machine is not the write-up's*",
-                              "*caches: write-up 'L1d 48 KiB, L2 2 MiB, L3 96 MiB', this run*"])
-
-
 def _other_caches(project) -> None:
     """The write-up as if rendered on a machine with other caches (its table and its data)."""
     path = project.path / "writeup.md"
@@ -176,6 +162,17 @@ def _other_caches(project) -> None:
     line = next(ln for ln in text.splitlines() if ln.startswith("| caches | "))
     path.write_text(text.replace(line, "| caches | L1d 48 KiB, L2 2 MiB, L3 96 MiB |"))
     writeup_files.edit_data(path, json.dumps(line[len("| caches | "):-2]), json.dumps("L1d 48 KiB, L2 2 MiB, L3 96 MiB"))
+
+
+def test_the_caches_are_a_machine_fact_shown_side_by_side(project):
+    _runs(project, {"t": 1.0})
+    project.runpytest("--dumpref-report=writeup.md").assert_outcomes(passed=1)
+    _other_caches(project)
+    _runs(project, {"t": 1.0})
+    res = project.runpytest("--dumpref-check=writeup.md")
+    assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(["*this run's machine is not the write-up's*",
+                              "*caches: write-up 'L1d 48 KiB, L2 2 MiB, L3 96 MiB', this run*"])
 
 
 def test_on_another_machine_a_time_is_context_and_a_bound_still_decides(project):
@@ -194,8 +191,7 @@ def test_on_another_machine_a_time_is_context_and_a_bound_still_decides(project)
     # the file's own bound still holds there: an error past it fails
     path = project.path / "writeup.md"
     text = path.read_text()
-    cut = text.index("<!-- dumpref-data")
-    path.write_text(text[:cut].replace("| 1e-07 | bound", "| 0.002 | bound") + text[cut:])
+    _edit_visible(path, "| 1e-07 | bound", "| 0.002 | bound")
     _runs(project, {"t": 3.0})
     res = project.runpytest("--dumpref-check=writeup.md")
     assert res.ret == pytest.ExitCode.TESTS_FAILED
