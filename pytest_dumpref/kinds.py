@@ -443,7 +443,7 @@ class Number(Kind):
                 value, how = self.piece(n)
                 out.add(f"| {md_cell(n['name'])} | ", value, " | ", how, " |")
         if len(items) > NUMBERS_FOLD:
-            folded(out, f"all {len(items)} numbers of this claim", body)
+            folded(out, f"all {len(items)} numbers of this claim", body, holds=("numbers", len(items)))
         else:
             body()
 
@@ -605,7 +605,7 @@ class Excerpt(Kind):
         folded(out, f"{item['title']} ({n} lines)", lambda: out.add(
             f"**{item['title']}**: [`{rel.rsplit('/', 1)[-1]}`]({rel}), {n:,} lines, "
             f"{format_number(len(text.encode('utf-8')), 'B')}, sha256 `{digest}`, kept beside this file "
-            "(the check compares it byte for byte)."))
+            "(the check compares it byte for byte)."), holds=("excerpt", 1))
 
     def render(self, out: Out, ctx: RenderContext, index: int) -> int:
         item = ctx.items[index]
@@ -619,7 +619,8 @@ class Excerpt(Kind):
             return 1
         lines = fence(item["text"], item.get("lang"))
         if self.folds(item):
-            folded(out, f"{item['title']} ({len(lines) - 2} lines)", lambda: out.lines_of(lines))
+            folded(out, f"{item['title']} ({len(lines) - 2} lines)", lambda: out.lines_of(lines),
+                   holds=("excerpt", 1))
         else:
             self._in_view(out, item["title"], lines)
         return 1
@@ -634,7 +635,8 @@ class Excerpt(Kind):
             self._in_view(out, after["title"], fences[1])
         if self.folds(before) or self.folds(after):
             name = before["title"].split(" ", 2)[1]
-            folded(out, f"before and after {name} ({len(fences[0]) - 2} + {len(fences[1]) - 2} lines)", body)
+            folded(out, f"before and after {name} ({len(fences[0]) - 2} + {len(fences[1]) - 2} lines)", body,
+                   holds=("excerpt", 1))
         else:
             body()
 
@@ -663,7 +665,7 @@ def titled_table(out: Out, title: str, header: list, rows: list[list], tolerance
         note = " (measured: " + ", ".join(f"{c} {tolerance_text(t)}" for c, t in tolerances.items()) + ")"
     if fold if fold is not None else len(rows) > TABLE_FOLD:
         folded(out, f"{title}{note} ({len(rows)} row{'' if len(rows) == 1 else 's'})",
-               lambda: _table_lines(out, header, rows, tolerances, title))
+               lambda: _table_lines(out, header, rows, tolerances, title), holds=("table", 1))
     else:
         out.add(f"**{title}**{note}")
         out.blank()

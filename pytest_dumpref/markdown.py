@@ -39,6 +39,7 @@ class Line:
     claim: str | None = None       # node id of the claim the line belongs to
     where: str = ""                # the part of the file: "environment", "contents", "section 'x'"
     slots: tuple = ()
+    holds: tuple | None = None     # a <details> line: (what it folds, how many), see folded
 
 
 @dataclass(frozen=True)
@@ -191,9 +192,12 @@ def _summary(text: str) -> str:
     return html.escape(text.replace("\n", " "), quote=False)
 
 
-def folded(out: Out, summary: str, body: Callable[[], object]) -> None:
-    """<details> that GitHub renders: blank lines around the Markdown inside."""
+def folded(out: Out, summary: str, body: Callable[[], object], holds: tuple | None = None) -> None:
+    """<details> that GitHub renders: blank lines around the Markdown inside.  ``holds``:
+    (what, how many) for a fold of evidence, ("table", 1), ("numbers", 23): the document
+    gathers those at the claim's end and says what they hold (writeup._fold_the_rest)."""
     out.add("<details><summary>", _summary(summary), "</summary>")
+    out.lines[-1].holds = holds
     out.blank()
     body()
     out.blank()

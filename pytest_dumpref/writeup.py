@@ -355,11 +355,8 @@ def render_lines(records: list[dict], environment: dict, config: DumprefConfig,
     return _tight(out.lines)
 
 
-# what a fold's summary says it holds: the numbers table (its count is the numbers'), a table,
-# an excerpt or listing (kinds.py writes these summaries)
-_FOLD_COUNT = [(re.compile(r"^all (\d+) numbers of this claim$"), "all {} numbers"),
-               (re.compile(r"\(\d+ rows?\)$"), "{} table"),
-               (re.compile(r"\(\d+(?: \+ \d+)? lines\)$"), "{} excerpt")]
+# what the gathered fold's summary calls what it holds (markdown.folded's ``holds``)
+_HOLDS = {"numbers": "all {} numbers", "table": "{} table", "excerpt": "{} excerpt"}
 
 
 def _fold_the_rest(out: Out, start: int, tail: int) -> None:
@@ -382,17 +379,15 @@ def _fold_the_rest(out: Out, start: int, tail: int) -> None:
     counts: dict[str, int] = {}
     gathered: list[list[Line]] = []
     for run in body:
-        summary = re.sub(r"^<details><summary>|</summary>$", "", run[0].text)
-        noun = next(((n, m) for pattern, n in _FOLD_COUNT if (m := pattern.search(summary))), None)
-        if not run[0].text.startswith("<details>") or noun is None:
+        if run[0].holds is None or run[0].holds[0] not in _HOLDS:  # text, or a fold of a note
             if run[0].text or (out.lines and out.lines[-1].text):  # one blank where a fold was
                 out.lines.extend(run)
             continue
         gathered.append(run)
-        name, m = noun
-        counts[name] = int(m.group(1)) if m.groups() else counts.get(name, 0) + 1
-    parts = [name.format(n) + ("s" if n != 1 and not name.startswith("all") else "")
-             for name, n in counts.items()]
+        what, n = run[0].holds
+        counts[what] = counts.get(what, 0) + n
+    parts = [_HOLDS[what].format(n) + ("s" if n != 1 and what != "numbers" else "")
+             for what, n in counts.items()]
     if out.lines and out.lines[-1].text:
         out.blank()
     out.add("<details><summary>", "; ".join(parts + ["how to reproduce this claim"]), "</summary>")
