@@ -59,6 +59,8 @@ HOW_SNIPPETS_RUN = (
     f"either way.")
 PLAIN_REGISTRATION = ("PJRT_NAMES_AND_LIBRARY_PATHS=dumpref:/path/to/" + LIBRARY_NAME
                       + " python level1.py   # level1.py: the level 1 snippet, as shown below")
+# how python -c names the file of the code it runs (run_jax runs snippets so)
+CALLER_FILE = "<string>"
 DEFAULT_BACKEND = "import json\nprint(json.dumps([jax.default_backend(), [d.platform for d in jax.devices()]]))\n"
 
 
@@ -139,13 +141,17 @@ def _level_tables(pjrt_map, evidence, number):
                    title="Levels 1-3: what jax calls, and what it needs", section="pjrt")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (4, 3), "t": (2, 3)}, method=METHOD)
 def test_levels_entry_points_in_order_of_need(pjrt_plugin, pjrt_map, evidence):
+    (memory_kind,) = {c.outputs["kind"] for c in pjrt_map.level(1).records if c.fn == "PJRT_Memory_Kind"}
     evidence.note("Two tiers. Every entry point jax calls must be a real function (jaxlib calls a "
                   "slot without checking it for NULL); of those, the needed ones must also succeed, "
                   "the others may answer UNIMPLEMENTED. Needed is measured by a knock-out: "
                   "DUMPREF_PJRT_DISABLE=PJRT_Name (plugin_c/hooks.c) makes that entry point answer "
                   "UNIMPLEMENTED, and the level is run again; the error channel (PJRT_Error_*) "
                   f"cannot be knocked out. Level 2's arrays: {LEVEL2_ARRAYS}; level 3's snippet: "
-                  "jnp.tanh(t) @ t.T + 1 on f32[2,3].")
+                  "jnp.tanh(t) @ t.T + 1 on f32[2,3]. The tiers are this plugin's: its memory kind "
+                  f"is {memory_kind} (PJRT_Memory_Kind in the level-1 trace), which is why "
+                  "OutputMemoryKinds may answer UNIMPLEMENTED here; on a device with another kind "
+                  "it is needed ('Level 3 from the page' measures both).")
     summary = []
     for lm in pjrt_map.levels:
         n = lm.level.number
@@ -298,8 +304,10 @@ def test_the_contract(pjrt_plugin, pjrt_map, evidence, tmp_path):
         "Fill every slot: one function answering UNIMPLEMENTED serves the slots not needed. An "
         "event ready when made: OnReady calls callback(NULL, user_arg) before it returns (NULL: "
         "no error), Event_Error returns NULL, IsReady says true. Pointers: what the owner column "
-        "gives to jax, the device allocates afresh each call; every other pointer (device, memory "
-        "and attribute arrays, strings, dims) stays valid as long as the object it came from. "
+        "gives to jax, jax destroys once for each time it was handed out, so hand out a fresh "
+        "object each call, or one shared object whose Destroy does nothing (minimal.c's one ready "
+        "event); every other pointer (device, memory and attribute arrays, strings, dims) stays "
+        "valid as long as the object it came from. "
         "Delete drops an array's data but keeps the handle (IsDeleted then says true); Destroy "
         "frees the handle. Arrays arrive with byte_strides (numpy's, bytes per dimension; NULL: "
         "dense row-major): copy element by element into the device's own layout, as minimal.c's "
@@ -333,7 +341,14 @@ def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
                   f"{prog.producer!r}; dialects {', '.join(prog.dialects)}; op names "
                   f"{', '.join(prog.op_names)}; sha256 {hashlib.sha256(code).hexdigest()}. "
                   f"jax also sent {sent['compile_options_size']} bytes of compile options "
-                  "(a serialized CompileOptionsProto), which this device ignores.")
+                  "(a serialized CompileOptionsProto), which this device ignores. The count and "
+                  "the hash are this snippet's: the string table ("
+                  f"{', '.join(repr(t) for t in prog.strings)}) holds where x + 1 was written "
+                  f"(file {CALLER_FILE!r}, as python -c names it, and the functions around it), "
+                  f"the argument's name and the device's memory kind {minimal.MEMORY_KIND!r}, so the same "
+                  "x + 1 written in a file of your own sends a different count; the ops do not "
+                  "change.")
+    assert {CALLER_FILE, minimal.MEMORY_KIND, "<lambda>"} <= set(prog.strings), prog.strings
     evidence.excerpt("main, as program_reader.py lists it (values numbered as the bytecode "
                      "numbers them; %0 is the argument)", prog.listing(), lang="text", fold=False)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -350,7 +365,7 @@ def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
                  ("PJRT_Executable_OutputMemoryKinds",)),
                 ("without it, and minimal.c's memory kind 'hbm' edited to 'device'",
                  minimal.edited_minimal(tmp_path, "kind device", minimal.MEMORY_KIND_LINE,
-                                 minimal.MEMORY_KIND_LINE.replace('"hbm"', '"device"')),
+                                 minimal.MEMORY_KIND_LINE.replace(minimal.MEMORY_KIND, "device")),
                  ("PJRT_Executable_OutputMemoryKinds",))]
     rows = []
     for name, lib, leave_out in variants:
@@ -383,6 +398,11 @@ def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
     evidence.excerpt("pytest_dumpref/pjrt/level3_add.py, the whole file (level 3 for x + 1 on "
                      "minimal.c, in Python through cffi: the C a builder writes, entry point by "
                      "entry point)", inspect.getsource(level3_add), lang="python", fold=True)
+    evidence.excerpt("what level3_add.py imports from the package (abi.py, toolchain.py), the "
+                     "whole of it", level3_add.imports_listing(), lang="python", fold=True)
+    on_its_own: dict = {}
+    exec(level3_add.imports_listing(), on_its_own)  # the listing runs without the package
+    assert on_its_own["_ffi"]().typeof("PJRT_Api").kind == "struct"
     evidence.excerpt("what ran, in a fresh Python with minimal.c's library registered by "
                      "PJRT_NAMES_AND_LIBRARY_PATHS", as_run(minimal.ADD_ONE.replace("LEAVE_OUT", "()")),
                      lang="python", fold=True)

@@ -133,7 +133,11 @@ class BuiltPlugin:
     def record(self, evidence) -> None:
         """Record the library (hash) and how it was built, and that evidence came from it."""
         evidence.file("PJRT plugin library", self.path)
-        evidence.note("Built with: `" + " ".join(self._portable_command()) + "`")
+        evidence.note("Built with: `" + " ".join(self._portable_command()) + "`. Here "
+                      "`<xla_cpu_pjrt>/include` is the include folder of the xla-cpu-pjrt wheel "
+                      f"(pip install xla-cpu-pjrt=={_header_wheel_version()}), which holds the real "
+                      "pjrt_c_api.h; `python -c 'from pytest_dumpref.pjrt.toolchain import "
+                      "header_dir; print(header_dir())'` prints it.")
         evidence.observe(backend=PLATFORM, chip=self.device_kind(), plugin_sha256=self.sha256)
 
     def device_kind(self) -> str:
@@ -167,6 +171,11 @@ class BuiltPlugin:
         """The build command a reader can type: folders as `$OUT`, `<xla_cpu_pjrt>/include`,
         `plugin_c`."""
         return " ".join(self._portable_command())
+
+
+def _header_wheel_version() -> str:
+    from importlib.metadata import version
+    return version("xla-cpu-pjrt")
 
 
 def default_out_dir() -> Path:

@@ -12,11 +12,13 @@ structs, because minimal.c's Buffer_* and Error_* entry points read and free the
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import cffi
 import numpy as np
 
+from . import abi, toolchain
 from .abi import PJRT_TYPE_OF_DTYPE, _ffi
 from .program_reader import Program
 
@@ -197,3 +199,19 @@ def install(library: str, leave_out=()) -> None:
     state["devices"] = devs.addressable_devices
     state["ready"] = ffi.cast("PJRT_Event*", libc.calloc(1, 8))  # minimal.c never reads an event
     keep.extend([client, devs])
+
+
+def imports_listing() -> str:
+    """What this file takes from the rest of the package, as source: ``_ffi`` (cffi's view of
+    the real pjrt_c_api.h) with what it calls, and the dtype table, so the listing of this file
+    runs beside it without the package."""
+    parts = ["# from pytest_dumpref/pjrt/abi.py and toolchain.py: what level3_add.py imports,\n"
+             "# runnable on its own (pip install cffi xla-cpu-pjrt; the wheel's include/ folder\n"
+             "# holds the real pjrt_c_api.h)\n"
+             "import importlib.util\nimport os\nimport re\nimport shutil\nimport subprocess\n"
+             "from functools import lru_cache\nfrom pathlib import Path\n\nimport cffi",
+             inspect.getsource(toolchain.BuildError),
+             f"PJRT_TYPE_OF_DTYPE = {PJRT_TYPE_OF_DTYPE!r}"]
+    parts += [inspect.getsource(f) for f in (toolchain.header_dir, toolchain.find_compiler,
+                                              abi.header_cdef, abi._ffi)]
+    return "\n\n".join(p.rstrip("\n") for p in parts) + "\n"

@@ -253,7 +253,9 @@ assert y.devices() == {dev} and (np.asarray(y) == a + 1).all(), y
 print(json.dumps(level3_add.seen))
 print('DUMPREF-LEVEL-OK', flush=True)
 """
-MEMORY_KIND_LINE = 'static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "hbm"); return OK; }'
+MEMORY_KIND = "hbm"  # minimal.c's one memory kind (jax's default is "device")
+MEMORY_KIND_LINE = ('static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "' + MEMORY_KIND
+                    + '"); return OK; }')
 
 
 def add_one(library, leave_out=()):
