@@ -608,8 +608,9 @@ def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
     evidence.excerpt("fusion_model.py: the model, whole, with the HLO reader, the fusion-log reader and "
                      "the comparison it needs (every definition they reach, cut from pytest_dumpref's "
                      "source as it ran; plain Python)", fusion_log.model_listing(), lang="python", fold=True)
-    evidence.excerpt("the same total from the two listings alone, with plain jax (this claim runs "
-                     "exactly this in an empty folder; the last line printed)",
+    evidence.excerpt("the same total from the two listings alone (programs.py and fusion_model.py, "
+                     "the model as one file, both in the fold at the end of this claim), with plain "
+                     "jax (this claim runs exactly this in an empty folder; the last line printed)",
                      fusion_programs.PROGRAMS_COMMANDS + "\n# " + total, lang="bash", fold=False)
 
     assert agreed == logged, f"{logged - agreed} decisions mispredicted: {misses[:5]}"

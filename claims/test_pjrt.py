@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 
 import numpy as np
 import pytest
@@ -238,6 +239,19 @@ def test_the_contract(pjrt_plugin, pjrt_map, evidence, tmp_path):
     evidence.table("Functions each built library exports (nm -D --defined-only)",
                    [{"library": k, "exported": ", ".join(v)} for k, v in exports.items()])
     assert all(v == ["GetPjrtApi"] for v in exports.values()), exports
+    messages = re.findall(r"return error\(\w+, ([^)]*)\)", minimal.source_path().read_text())
+    assert messages and all(m.startswith('"') for m in messages), messages  # the note's "literals"
+    seen = minimal.registered_as(mini.path, "other")
+    evidence.table("The minimal plugin registered as 'other' (PJRT_NAMES_AND_LIBRARY_PATHS=other:...) "
+                   "while its PlatformName says 'dumpref': what jax answers",
+                   [{"asked": k, "jax answered": v} for k, v in seen.items()])
+    assert seen["jax.default_backend()"] == "dumpref", seen
+    assert "platform 'dumpref'" in seen["jax.devices('other')"], seen
+    assert seen["jax.devices('dumpref')"].startswith("RuntimeError: Unknown backend dumpref"), seen
+    evidence.note("The registration name is the backend's name in jax (jax.devices(name) finds it); "
+                  "PlatformName is the platform the device reports (device.platform, "
+                  "jax.default_backend()). A level passes with the two different, but then "
+                  "jax.devices(jax.default_backend()) fails: give both the same name.")
     returns = slot_return_types()
     void = {k: v for k, v in returns.items() if v != "PJRT_Error*"}
     evidence.number("functions in the PJRT_Api table (the real header)", len(returns))
@@ -300,7 +314,9 @@ def test_the_contract(pjrt_plugin, pjrt_map, evidence, tmp_path):
         "static. Every entry point takes one PJRT_X_Args* (jax fills the inputs and struct_size, "
         "the device the fields pjrt_c_api.h marks // out) and returns NULL or an error the device "
         "allocated; jax reads it with PJRT_Error_GetCode and PJRT_Error_Message (the message lives "
-        "until PJRT_Error_Destroy) and frees it with PJRT_Error_Destroy, which must accept NULL. "
+        "until PJRT_Error_Destroy: a message built at run time must be copied into the error, "
+        "minimal.c's are all string literals) and frees it with PJRT_Error_Destroy, which must "
+        "accept NULL. "
         "Fill every slot: one function answering UNIMPLEMENTED serves the slots not needed. An "
         "event ready when made: OnReady calls callback(NULL, user_arg) before it returns (NULL: "
         "no error), Event_Error returns NULL, IsReady says true. Pointers: what the owner column "
@@ -347,7 +363,8 @@ def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
                   f"(file {CALLER_FILE!r}, as python -c names it, and the functions around it), "
                   f"the argument's name and the device's memory kind {minimal.MEMORY_KIND!r}, so the same "
                   "x + 1 written in a file of your own sends a different count; the ops do not "
-                  "change.")
+                  "change. (The code_size in the levels' tables is another program's: level 3's "
+                  "snippet, jnp.tanh(t) @ t.T + 1.)")
     assert {CALLER_FILE, minimal.MEMORY_KIND, "<lambda>"} <= set(prog.strings), prog.strings
     evidence.excerpt("main, as program_reader.py lists it (values numbered as the bytecode "
                      "numbers them; %0 is the argument)", prog.listing(), lang="text", fold=False)

@@ -258,6 +258,32 @@ MEMORY_KIND_LINE = ('static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind
                     + '"); return OK; }')
 
 
+REGISTERED_AS = """
+import json
+out = {"jax.devices()": str(jax.devices()), "jax.default_backend()": jax.default_backend()}
+for name in NAMES:
+    try:
+        d = jax.devices(name)[0]
+        out[f"jax.devices({name!r})"] = f"{d}, platform {d.platform!r}"
+    except RuntimeError as e:
+        out[f"jax.devices({name!r})"] = f"{type(e).__name__}: {str(e).split('. ')[0]}"
+print(json.dumps(out))
+"""
+
+
+def registered_as(library, name: str, platform_name: str = "dumpref") -> dict:
+    """What jax answers when ``library`` (whose PlatformName is ``platform_name``) is registered
+    under another ``name`` in PJRT_NAMES_AND_LIBRARY_PATHS: asked by either name."""
+    import json
+    from .trace import run_jax
+    code = REGISTERED_AS.replace("NAMES", repr((name, platform_name)))
+    run = run_jax(library, code, trace=False,
+                  env={"DUMPREF_PJRT": "0", "PJRT_NAMES_AND_LIBRARY_PATHS": f"{name}:{library}"})
+    if not run.ok:
+        raise AssertionError(f"registered as {name!r}: {run.why}\n{run.stderr[-2000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def add_one(library, leave_out=()):
     """ADD_ONE run against ``library``, the slots ``leave_out`` names left unfilled."""
     from .trace import run_jax
