@@ -118,15 +118,28 @@ int bc_dialect(const bc_module* m, const char* name);
 
 /* ---- programs: lowered instructions (built by prog_vhlo.c, run by prog_interp.c) ---------- */
 
+/* The classes of element types an elementwise op takes (ALLOWED in prog_ops_table.h). */
+enum {
+  EW_FLOATS = 1,        /* f32, f64, bf16, f16 */
+  EW_COMPLEX = 2,       /* complex64, complex128 */
+  EW_INTS = 4,          /* signed and unsigned integers of every width */
+  EW_PRED = 8,          /* pred */
+  EW_NO_S4 = 16,        /* ... but not s4 (popcnt) */
+  EW_COMPLEX_ABS = 32,  /* a complex operand may give its real type (abs) */
+};
+#define EW_FLOAT_OPS (EW_FLOATS | EW_COMPLEX)       /* transcendental: floats and complex */
+#define EW_REAL_OPS EW_FLOATS                       /* real floats only */
+#define EW_BIT_OPS (EW_INTS | EW_PRED)              /* integers and pred */
+#define EW_SHIFT_OPS EW_INTS                        /* integers, not pred */
+#define EW_ORDERED (EW_FLOATS | EW_INTS | EW_PRED)  /* real numbers of every kind */
+#define EW_NUMERIC (EW_ORDERED | EW_COMPLEX)        /* every number */
+
 typedef enum {
   OP_CONSTANT, OP_IOTA,
-  /* elementwise, one operand */
-  OP_NEGATE, OP_ABS, OP_EXP, OP_LOG, OP_TANH, OP_LOGISTIC, OP_SQRT, OP_RSQRT, OP_NOT,
-  OP_SIGN, OP_FLOOR, OP_CEIL, OP_LOG1P, OP_EXPM1, OP_SIN, OP_COS, OP_CBRT, OP_ROUND_AFZ,
-  OP_ROUND_EVEN, OP_TAN, OP_POPCNT, OP_CLZ, OP_CONVERT,
-  /* elementwise, two operands */
-  OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_REM, OP_POW, OP_MAX, OP_MIN, OP_AND, OP_OR, OP_XOR,
-  OP_ATAN2, OP_SHL, OP_SHRA, OP_SHRL, OP_COMPARE,
+  /* elementwise ops of prog_ops_table.h, one or two operands: OP_NEGATE ... OP_SHRL */
+#define EW(NAME, ARITY, ALLOWED, V1, V2) OP_##NAME,
+#include "prog_ops_table.h"
+  OP_CONVERT, OP_COMPARE,
   OP_SELECT, OP_CLAMP, OP_IS_FINITE, OP_REDUCE_PRECISION, OP_BITCAST_CONVERT,
   OP_REAL, OP_IMAG, OP_COMPLEX,  /* complex numbers: parts, and one from two parts */
   /* shape */
@@ -138,6 +151,24 @@ typedef enum {
   OP_TRIANGULAR_SOLVE, OP_CHOLESKY, OP_FFT,
   OP_LINALG,  /* the custom calls Qr (iarg 0) and ProductOfElementaryHouseholderReflectors (1) */
 } prog_opcode;
+
+/* An elementwise op of prog_ops_table.h: its operand count (0 for every other opcode), and
+ * the EW_* classes of element types it takes. */
+static inline int prog_ew_arity(prog_opcode op) {
+  switch (op) {
+#define EW(NAME, ARITY, ALLOWED, V1, V2) case OP_##NAME: return ARITY;
+#include "prog_ops_table.h"
+    default: return 0;
+  }
+}
+
+static inline unsigned prog_ew_allowed(prog_opcode op) {
+  switch (op) {
+#define EW(NAME, ARITY, ALLOWED, V1, V2) case OP_##NAME: return ALLOWED;
+#include "prog_ops_table.h"
+    default: return 0;
+  }
+}
 
 /* rng_bit_generator's algorithm (iarg), as VHLO numbers it */
 enum { PROG_RNG_DEFAULT = 0, PROG_RNG_THREE_FRY = 1, PROG_RNG_PHILOX = 2 };

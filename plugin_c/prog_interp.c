@@ -258,87 +258,53 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
 #define FMAXN(x, y) (isnan(x) ? (x) : isnan(y) ? (y) : (x) > (y) ? (x) : (y))
 #define FMINN(x, y) (isnan(x) ? (x) : isnan(y) ? (y) : (x) < (y) ? (x) : (y))
 
-#define FLOAT_UNARY(T, SUF)                                                                \
-  static void unary_##SUF(prog_opcode op, const void* a, void* o, int64_t n) {             \
-    switch (op) {                                                                          \
-      case OP_NEGATE: for (int64_t i = 0; i < n; i++) ST(T, o, i, -LD(T, a, i)); break;    \
-      case OP_ABS: for (int64_t i = 0; i < n; i++) ST(T, o, i, fabs##SUF(LD(T, a, i))); break; \
-      case OP_EXP: for (int64_t i = 0; i < n; i++) ST(T, o, i, exp##SUF(LD(T, a, i))); break; \
-      case OP_LOG: for (int64_t i = 0; i < n; i++) ST(T, o, i, log##SUF(LD(T, a, i))); break; \
-      case OP_TANH: for (int64_t i = 0; i < n; i++) ST(T, o, i, tanh##SUF(LD(T, a, i))); break; \
-      case OP_LOGISTIC:                                                                    \
-        for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)1 / ((T)1 + exp##SUF(-LD(T, a, i)))); \
-        break;                                                                             \
-      case OP_SQRT: for (int64_t i = 0; i < n; i++) ST(T, o, i, sqrt##SUF(LD(T, a, i))); break; \
-      case OP_RSQRT: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)1 / sqrt##SUF(LD(T, a, i))); break; \
-      case OP_CBRT: for (int64_t i = 0; i < n; i++) ST(T, o, i, cbrt##SUF(LD(T, a, i))); break; \
-      case OP_SIGN:                                                                        \
-        for (int64_t i = 0; i < n; i++)                                                    \
-          ST(T, o, i, isnan(LD(T, a, i)) ? LD(T, a, i) : LD(T, a, i) > 0 ? (T)1 : LD(T, a, i) < 0 ? (T)-1 : LD(T, a, i)); \
-        break;                                                                             \
-      case OP_FLOOR: for (int64_t i = 0; i < n; i++) ST(T, o, i, floor##SUF(LD(T, a, i))); break; \
-      case OP_CEIL: for (int64_t i = 0; i < n; i++) ST(T, o, i, ceil##SUF(LD(T, a, i))); break; \
-      case OP_ROUND_AFZ: for (int64_t i = 0; i < n; i++) ST(T, o, i, round##SUF(LD(T, a, i))); break; \
-      case OP_ROUND_EVEN: for (int64_t i = 0; i < n; i++) ST(T, o, i, nearbyint##SUF(LD(T, a, i))); break; \
-      case OP_LOG1P: for (int64_t i = 0; i < n; i++) ST(T, o, i, log1p##SUF(LD(T, a, i))); break; \
-      case OP_EXPM1: for (int64_t i = 0; i < n; i++) ST(T, o, i, expm1##SUF(LD(T, a, i))); break; \
-      case OP_SIN: for (int64_t i = 0; i < n; i++) ST(T, o, i, sin##SUF(LD(T, a, i))); break; \
-      case OP_COS: for (int64_t i = 0; i < n; i++) ST(T, o, i, cos##SUF(LD(T, a, i))); break; \
-      case OP_TAN: for (int64_t i = 0; i < n; i++) ST(T, o, i, tan##SUF(LD(T, a, i))); break; \
-      default: break;                                                                      \
+/* The kernels are the expressions of prog_ops_table.h, each in its own loop: one switch on the
+ * op and one on the element type per instruction, none per element.  An element is loaded
+ * into x (and y), the expression's value stored; T names the element type in the expression
+ * (a block-scope typedef), MF(fn) the C function fn of it. */
+#define MF(fn) _Generic((T)0, float: fn##f, default: fn)
+
+#define FLOAT_LOOP1(TY, EXPR)                                                              \
+  {                                                                                        \
+    typedef TY T;                                                                          \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      T x = LD(TY, a, i);                                                                  \
+      ST(TY, o, i, (T)(EXPR));                                                             \
     }                                                                                      \
   }
-
-#define FLOAT_BINARY(T, SUF)                                                               \
-  static void binary_##SUF(prog_opcode op, const void* a, const void* b, void* o, int64_t n) { \
-    switch (op) {                                                                          \
-      case OP_ADD: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) + LD(T, b, i)); break; \
-      case OP_SUB: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) - LD(T, b, i)); break; \
-      case OP_MUL: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) * LD(T, b, i)); break; \
-      case OP_DIV: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) / LD(T, b, i)); break; \
-      case OP_REM: for (int64_t i = 0; i < n; i++) ST(T, o, i, fmod##SUF(LD(T, a, i), LD(T, b, i))); break; \
-      case OP_POW: for (int64_t i = 0; i < n; i++) ST(T, o, i, pow##SUF(LD(T, a, i), LD(T, b, i))); break; \
-      case OP_ATAN2: for (int64_t i = 0; i < n; i++) ST(T, o, i, atan2##SUF(LD(T, a, i), LD(T, b, i))); break; \
-      case OP_MAX: for (int64_t i = 0; i < n; i++) ST(T, o, i, FMAXN(LD(T, a, i), LD(T, b, i))); break; \
-      case OP_MIN: for (int64_t i = 0; i < n; i++) ST(T, o, i, FMINN(LD(T, a, i), LD(T, b, i))); break; \
-      default: break;                                                                      \
+#define FLOAT_LOOP2(TY, EXPR)                                                              \
+  {                                                                                        \
+    typedef TY T;                                                                          \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      T x = LD(TY, a, i), y = LD(TY, b, i);                                                \
+      ST(TY, o, i, (T)(EXPR));                                                             \
     }                                                                                      \
   }
+#define FLOAT_TYPES(LOOP, EXPR)                                                            \
+  if (t == PROG_F32) LOOP(float, EXPR) else LOOP(double, EXPR)
 
-FLOAT_UNARY(float, f)
-FLOAT_UNARY(double, )
-FLOAT_BINARY(float, f)
-FLOAT_BINARY(double, )
+/* f32 (t) or f64 */
+static void unary_float(prog_opcode op, prog_dtype t, const void* a, void* o, int64_t n) {
+  switch (op) {
+#define KF1(NAME, EXPR) case OP_##NAME: FLOAT_TYPES(FLOAT_LOOP1, EXPR) break;
+#include "prog_ops_table.h"
+    default: break;
+  }
+}
+
+static void binary_float(prog_opcode op, prog_dtype t, const void* a, const void* b, void* o,
+                         int64_t n) {
+  switch (op) {
+#define KF2(NAME, EXPR) case OP_##NAME: FLOAT_TYPES(FLOAT_LOOP2, EXPR) break;
+#include "prog_ops_table.h"
+    default: break;
+  }
+}
 
 static inline bool neg64(int64_t x) { return x < 0; }
 
-/* Integers of every width, signed (S = 1) or not: wrapping arithmetic through the unsigned
- * type W (at least 32 bits wide, so that no narrow product is promoted to a signed int). */
-#define INT_KERNELS(T, W, SUF, TMIN, BITS, SIGNED)                                         \
-  static void unary_##SUF(prog_opcode op, const void* a, void* o, int64_t n) {             \
-    switch (op) {                                                                          \
-      case OP_NEGATE: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)(0 - (W)LD(T, a, i))); break; \
-      case OP_ABS:                                                                         \
-        for (int64_t i = 0; i < n; i++) ST(T, o, i, SIGNED && neg64((int64_t)LD(T, a, i)) ? (T)(0 - (W)LD(T, a, i)) : LD(T, a, i)); \
-        break;                                                                             \
-      case OP_SIGN:                                                                        \
-        for (int64_t i = 0; i < n; i++)                                                    \
-          ST(T, o, i, (T)(SIGNED && neg64((int64_t)LD(T, a, i)) ? (T)-1 : LD(T, a, i) != 0)); \
-        break;                                                                             \
-      case OP_NOT: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)~LD(T, a, i)); break;    \
-      case OP_POPCNT:                                                                      \
-        for (int64_t i = 0; i < n; i++)                                                    \
-          ST(T, o, i, (T)__builtin_popcountll((unsigned long long)(W)LD(T, a, i) & (~0ull >> (64 - BITS)))); \
-        break;                                                                             \
-      case OP_CLZ:                                                                         \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-          unsigned long long x = (unsigned long long)(W)LD(T, a, i) & (~0ull >> (64 - BITS)); \
-          ST(T, o, i, (T)(x == 0 ? BITS : __builtin_clzll(x) - (64 - BITS)));              \
-        }                                                                                  \
-        break;                                                                             \
-      default: break;                                                                      \
-    }                                                                                      \
-  }                                                                                        \
+/* x ** y on integers (IPOW in the table): square and multiply, wrapping through W */
+#define INT_POW(T, W, SUF, SIGNED)                                                         \
   static T ipow_##SUF(T x, T y) {                                                          \
     if (SIGNED && neg64((int64_t)y))                                                       \
       return (T)(x == 1 ? 1 : (SIGNED && neg64((int64_t)x + 1 - 1) && x == (T)-1) ? ((y & 1) ? (T)-1 : 1) : 0); \
@@ -346,82 +312,105 @@ static inline bool neg64(int64_t x) { return x < 0; }
     for (W e = (W)y; e > 0; e >>= 1, b *= b)                                               \
       if (e & 1) r *= b;                                                                   \
     return (T)r;                                                                           \
-  }                                                                                        \
-  static void binary_##SUF(prog_opcode op, const void* a, const void* b, void* o, int64_t n) { \
-    switch (op) {                                                                          \
-      case OP_ADD: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)((W)LD(T, a, i) + (W)LD(T, b, i))); break; \
-      case OP_SUB: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)((W)LD(T, a, i) - (W)LD(T, b, i))); break; \
-      case OP_MUL: for (int64_t i = 0; i < n; i++) ST(T, o, i, (T)((W)LD(T, a, i) * (W)LD(T, b, i))); break; \
-      case OP_DIV:                                                                         \
-        for (int64_t i = 0; i < n; i++)                                                    \
-          ST(T, o, i, LD(T, b, i) == 0 ? (T)-1 : (LD(T, a, i) == TMIN && LD(T, b, i) == (T)-1) ? TMIN : (T)(LD(T, a, i) / LD(T, b, i))); \
-        break;                                                                             \
-      case OP_REM:                                                                         \
-        for (int64_t i = 0; i < n; i++)                                                    \
-          ST(T, o, i, LD(T, b, i) == 0 ? LD(T, a, i) : (LD(T, a, i) == TMIN && LD(T, b, i) == (T)-1) ? 0 : (T)(LD(T, a, i) % LD(T, b, i))); \
-        break;                                                                             \
-      case OP_POW: for (int64_t i = 0; i < n; i++) ST(T, o, i, ipow_##SUF(LD(T, a, i), LD(T, b, i))); break; \
-      case OP_MAX: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) > LD(T, b, i) ? LD(T, a, i) : LD(T, b, i)); break; \
-      case OP_MIN: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) < LD(T, b, i) ? LD(T, a, i) : LD(T, b, i)); break; \
-      case OP_AND: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) & LD(T, b, i)); break; \
-      case OP_OR: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) | LD(T, b, i)); break; \
-      case OP_XOR: for (int64_t i = 0; i < n; i++) ST(T, o, i, LD(T, a, i) ^ LD(T, b, i)); break; \
-      /* shifts by the bit width or more: 0, or the sign for arithmetic right shifts */    \
-      case OP_SHL:                                                                         \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-          uint64_t s = (uint64_t)(W)LD(T, b, i) & (~0ull >> (64 - BITS));                  \
-          ST(T, o, i, s >= BITS ? 0 : (T)((uint64_t)(W)LD(T, a, i) << s));                 \
-        }                                                                                  \
-        break;                                                                             \
-      case OP_SHRL:                                                                        \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-          uint64_t s = (uint64_t)(W)LD(T, b, i) & (~0ull >> (64 - BITS));                  \
-          uint64_t x = (uint64_t)(W)LD(T, a, i) & (~0ull >> (64 - BITS));                  \
-          ST(T, o, i, s >= BITS ? 0 : (T)(x >> s));                                        \
-        }                                                                                  \
-        break;                                                                             \
-      case OP_SHRA:                                                                        \
-        for (int64_t i = 0; i < n; i++) {                                                  \
-          uint64_t s = (uint64_t)(W)LD(T, b, i) & (~0ull >> (64 - BITS));                  \
-          /* the bits as a signed value of the same width */                               \
-          int64_t x = (int64_t)((uint64_t)(W)LD(T, a, i) << (64 - BITS)) >> (64 - BITS);   \
-          ST(T, o, i, (T)(s >= BITS ? (x < 0 ? -1 : 0) : x >> s));                         \
-        }                                                                                  \
-        break;                                                                             \
-      default: break;                                                                      \
+  }
+INT_POW(int8_t, uint32_t, s8, 1)
+INT_POW(int16_t, uint32_t, s16, 1)
+INT_POW(int32_t, uint32_t, s32, 1)
+INT_POW(int64_t, uint64_t, s64, 1)
+INT_POW(uint8_t, uint32_t, u8, 0)
+INT_POW(uint16_t, uint32_t, u16, 0)
+INT_POW(uint32_t, uint32_t, u32, 0)
+INT_POW(uint64_t, uint64_t, u64, 0)
+#define IPOW(x, y)                                                                         \
+  _Generic((T)0, int8_t: ipow_s8, int16_t: ipow_s16, int32_t: ipow_s32, int64_t: ipow_s64, \
+           uint8_t: ipow_u8, uint16_t: ipow_u16, uint32_t: ipow_u32, uint64_t: ipow_u64)(x, y)
+
+/* Integers of every width, signed or not: wrapping arithmetic through the unsigned type W (at
+ * least 32 bits wide, so that no narrow product is promoted to a signed int). */
+#define INT_CONTEXT(TY, WY, BITS_, SIGNED_, TMIN_)                                         \
+  typedef TY T;                                                                            \
+  typedef WY W;                                                                            \
+  const unsigned BITS = BITS_;                                                             \
+  const bool SIGNED = SIGNED_;                                                             \
+  const T TMIN = (T)(TMIN_);                                                               \
+  const unsigned long long MASK = ~0ull >> (64 - BITS);                                    \
+  (void)sizeof(W); (void)SIGNED; (void)TMIN; (void)MASK;
+#define INT_LOOP1(TY, WY, BITS_, SIGNED_, TMIN_, EXPR)                                     \
+  {                                                                                        \
+    INT_CONTEXT(TY, WY, BITS_, SIGNED_, TMIN_)                                             \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      T x = LD(TY, a, i);                                                                  \
+      ST(TY, o, i, (T)(EXPR));                                                             \
     }                                                                                      \
   }
+#define INT_LOOP2(TY, WY, BITS_, SIGNED_, TMIN_, EXPR)                                     \
+  {                                                                                        \
+    INT_CONTEXT(TY, WY, BITS_, SIGNED_, TMIN_)                                             \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      T x = LD(TY, a, i), y = LD(TY, b, i);                                                \
+      uint64_t s = (uint64_t)(W)y & MASK;                                                  \
+      (void)s;                                                                             \
+      ST(TY, o, i, (T)(EXPR));                                                             \
+    }                                                                                      \
+  }
+#define INT_TYPES(LOOP, EXPR)                                                              \
+  switch (t) {                                                                             \
+    case PROG_S8: LOOP(int8_t, uint32_t, 8u, 1, INT8_MIN, EXPR) break;                     \
+    case PROG_S16: LOOP(int16_t, uint32_t, 16u, 1, INT16_MIN, EXPR) break;                 \
+    case PROG_S32: LOOP(int32_t, uint32_t, 32u, 1, INT32_MIN, EXPR) break;                 \
+    case PROG_S64: LOOP(int64_t, uint64_t, 64u, 1, INT64_MIN, EXPR) break;                 \
+    case PROG_U8: LOOP(uint8_t, uint32_t, 8u, 0, 0, EXPR) break;                           \
+    case PROG_U16: LOOP(uint16_t, uint32_t, 16u, 0, 0, EXPR) break;                        \
+    case PROG_U32: LOOP(uint32_t, uint32_t, 32u, 0, 0, EXPR) break;                        \
+    default: LOOP(uint64_t, uint64_t, 64u, 0, 0, EXPR) break;                              \
+  }
 
-INT_KERNELS(int8_t, uint32_t, s8, INT8_MIN, 8u, 1)
-INT_KERNELS(int16_t, uint32_t, s16, INT16_MIN, 16u, 1)
-INT_KERNELS(int32_t, uint32_t, s32, INT32_MIN, 32u, 1)
-INT_KERNELS(int64_t, uint64_t, s64, INT64_MIN, 64u, 1)
-INT_KERNELS(uint8_t, uint32_t, u8, 0, 8u, 0)
-INT_KERNELS(uint16_t, uint32_t, u16, 0, 16u, 0)
-INT_KERNELS(uint32_t, uint32_t, u32, 0, 32u, 0)
-INT_KERNELS(uint64_t, uint64_t, u64, 0, 64u, 0)
+/* s8 ... u64 (t) */
+static void unary_int(prog_opcode op, prog_dtype t, const void* a, void* o, int64_t n) {
+  switch (op) {
+#define KI1(NAME, EXPR) case OP_##NAME: INT_TYPES(INT_LOOP1, EXPR) break;
+#include "prog_ops_table.h"
+    default: break;
+  }
+}
 
-/* pred is a one-bit integer: + is or, * is and, max is or, min is and. */
+static void binary_int(prog_opcode op, prog_dtype t, const void* a, const void* b, void* o,
+                       int64_t n) {
+  switch (op) {
+#define KI2(NAME, EXPR) case OP_##NAME: INT_TYPES(INT_LOOP2, EXPR) break;
+#include "prog_ops_table.h"
+    default: break;
+  }
+}
+
+/* pred is a one-bit integer (see the table: + is or, * is and, max is or, min is and). */
 static void unary_pred(prog_opcode op, const uint8_t* a, uint8_t* o, int64_t n) {
-  for (int64_t i = 0; i < n; i++)
-    o[i] = op == OP_NOT ? !a[i] : op == OP_CLZ ? !a[i] : a[i];  /* -x == x, |x| == x */
+  switch (op) {
+#define KP1(NAME, EXPR)                                                                    \
+  case OP_##NAME:                                                                          \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      bool x = a[i];                                                                       \
+      o[i] = (uint8_t)((EXPR) != 0);                                                       \
+    }                                                                                      \
+    break;
+#include "prog_ops_table.h"
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i]; break;
+  }
 }
 
 static void binary_pred(prog_opcode op, const uint8_t* a, const uint8_t* b, uint8_t* o,
                         int64_t n) {
-  for (int64_t i = 0; i < n; i++) {
-    bool x = a[i], y = b[i];
-    switch (op) {
-      case OP_ADD: case OP_OR: case OP_MAX: o[i] = x | y; break;
-      case OP_MUL: case OP_AND: case OP_MIN: o[i] = x & y; break;
-      case OP_SUB: case OP_XOR: o[i] = x ^ y; break;
-      case OP_DIV: o[i] = y ? x : 1; break;  /* x/0 = -1, i.e. true */
-      case OP_REM: o[i] = y ? 0 : x; break;
-      case OP_POW: o[i] = x | !y; break;
-      case OP_SHL: o[i] = y ? 0 : x; break;
-      case OP_SHRL: case OP_SHRA: o[i] = y ? (op == OP_SHRA ? x : 0) : x; break;
-      default: o[i] = 0; break;
-    }
+  switch (op) {
+#define KP2(NAME, EXPR)                                                                    \
+  case OP_##NAME:                                                                          \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      bool x = a[i], y = b[i];                                                             \
+      (void)y;                                                                             \
+      o[i] = (uint8_t)((EXPR) != 0);                                                       \
+    }                                                                                      \
+    break;
+#include "prog_ops_table.h"
+    default: for (int64_t i = 0; i < n; i++) o[i] = 0; break;
   }
 }
 
@@ -437,15 +426,18 @@ static float* widen(prog_dtype t, const void* a, int64_t n) {
 
 /* 4-bit integers, element by element: values widened to int64 (s4 sign-extended, u4 not),
  * the result wrapped to 4 bits.  Shifts and bit counts see the 4 bits, as XLA's do. */
+static int64_t int4_pow(int64_t x, int64_t y, bool is_signed) {
+  if (is_signed && y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+  int64_t r = 1;
+  for (int64_t e = 0; e < y; e++) r = (r * x) & 0xf;  /* y is at most 15 */
+  return r;
+}
+
 static int64_t int4_unary(prog_opcode op, int64_t x, bool is_signed) {
   unsigned bits = (unsigned)x & 0xfu;
   switch (op) {
-    case OP_NEGATE: return -x;
-    case OP_ABS: return is_signed && x < 0 ? -x : x;
-    case OP_SIGN: return is_signed && x < 0 ? -1 : x != 0;
-    case OP_NOT: return ~x;
-    case OP_POPCNT: return __builtin_popcount(bits);
-    case OP_CLZ: return bits == 0 ? 4 : __builtin_clz(bits) - (int)(8 * sizeof(unsigned) - 4);
+#define KN1(NAME, EXPR) case OP_##NAME: return EXPR;
+#include "prog_ops_table.h"
     default: return 0;
   }
 }
@@ -453,29 +445,10 @@ static int64_t int4_unary(prog_opcode op, int64_t x, bool is_signed) {
 static int64_t int4_binary(prog_opcode op, int64_t x, int64_t y, bool is_signed) {
   int64_t lo = is_signed ? -8 : 0;
   unsigned s = (unsigned)y & 0xfu;
+  int64_t sx = (int64_t)(int8_t)(uint8_t)(((unsigned)x & 0xfu) << 4) >> 4;
   switch (op) {
-    case OP_ADD: return x + y;
-    case OP_SUB: return x - y;
-    case OP_MUL: return x * y;
-    case OP_DIV: return y == 0 ? -1 : (x == lo && y == -1) ? lo : x / y;
-    case OP_REM: return y == 0 ? x : (x == lo && y == -1) ? 0 : x % y;
-    case OP_POW: {
-      if (is_signed && y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
-      int64_t r = 1;
-      for (int64_t e = 0; e < y; e++) r = (r * x) & 0xf;  /* y is at most 15 */
-      return r;
-    }
-    case OP_MAX: return x > y ? x : y;
-    case OP_MIN: return x < y ? x : y;
-    case OP_AND: return x & y;
-    case OP_OR: return x | y;
-    case OP_XOR: return x ^ y;
-    case OP_SHL: return s >= 4 ? 0 : (int64_t)(((unsigned)x & 0xfu) << s);
-    case OP_SHRL: return s >= 4 ? 0 : (int64_t)(((unsigned)x & 0xfu) >> s);
-    case OP_SHRA: {
-      int64_t v = (int64_t)(int8_t)(uint8_t)(((unsigned)x & 0xfu) << 4) >> 4;
-      return s >= 4 ? (v < 0 ? -1 : 0) : v >> s;
-    }
+#define KN2(NAME, EXPR) case OP_##NAME: return EXPR;
+#include "prog_ops_table.h"
     default: return 0;
   }
 }
@@ -491,11 +464,6 @@ static void elementwise_int4(const prog_insn* in, prog_dtype t, const void* a, c
   }
 }
 
-#define INT_CASE(TAG, SUF)                                                                 \
-  case TAG:                                                                                \
-    if (binary) binary_##SUF(in->op, a, b, o, n); else unary_##SUF(in->op, a, o, n);       \
-    return PROG_OK;
-
 static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* a_shape,
                              void* const* args, void* o, int64_t n) {
   bool binary = in->num_in == 2;
@@ -508,17 +476,19 @@ static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* 
   if (in->op == OP_COMPLEX || in->op == OP_REAL || in->op == OP_IMAG || rt_is_complex(a_shape->dtype))
     return rt_complex_elementwise(r, in, a_shape, args, o, n);
   switch (a_shape->dtype) {
-    INT_CASE(PROG_F32, f)
-    INT_CASE(PROG_F64, )
-    INT_CASE(PROG_S8, s8)
-    INT_CASE(PROG_S16, s16)
-    INT_CASE(PROG_S32, s32)
-    INT_CASE(PROG_S64, s64)
-    INT_CASE(PROG_U8, u8)
-    INT_CASE(PROG_U16, u16)
-    INT_CASE(PROG_U32, u32)
-    INT_CASE(PROG_U64, u64)
-    INT_CASE(PROG_PRED, pred)
+    case PROG_F32:
+    case PROG_F64:
+      if (binary) binary_float(in->op, a_shape->dtype, a, b, o, n);
+      else unary_float(in->op, a_shape->dtype, a, o, n);
+      return PROG_OK;
+    case PROG_S8: case PROG_S16: case PROG_S32: case PROG_S64:
+    case PROG_U8: case PROG_U16: case PROG_U32: case PROG_U64:
+      if (binary) binary_int(in->op, a_shape->dtype, a, b, o, n);
+      else unary_int(in->op, a_shape->dtype, a, o, n);
+      return PROG_OK;
+    case PROG_PRED:
+      if (binary) binary_pred(in->op, a, b, o, n); else unary_pred(in->op, a, o, n);
+      return PROG_OK;
     case PROG_S4:
     case PROG_U4:
       elementwise_int4(in, a_shape->dtype, a, b, o, n);
@@ -531,7 +501,8 @@ static int elementwise_dense(run_ctx* r, const prog_insn* in, const prog_shape* 
       if (wa == NULL || (binary && wb == NULL)) {
         code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
       } else {
-        if (binary) binary_f(in->op, wa, wb, wa, n); else unary_f(in->op, wa, wa, n);
+        if (binary) binary_float(in->op, PROG_F32, wa, wb, wa, n);
+        else unary_float(in->op, PROG_F32, wa, wa, n);
         for (int64_t i = 0; i < n; i++)
           ST(uint16_t, o, i, t == PROG_BF16 ? rt_f32_to_bf16(wa[i]) : rt_f32_to_f16(wa[i]));
       }

@@ -24,49 +24,62 @@ bool rt_is_complex(prog_dtype t) { return t == PROG_C64 || t == PROG_C128; }
 COMPLEX_ACCESS(float complex, f)
 COMPLEX_ACCESS(double complex, )
 
-#define COMPLEX_KERNELS(T, R, SUF)                                                         \
-  static void unary_##SUF(prog_opcode op, const void* a, void* o, int64_t n) {             \
+/* sign(z) = z / |z| (0 at 0, NaN parts kept): SIGN's kernel in prog_ops_table.h */
+static inline float complex csign_f(float complex x) {
+  float m = cabsf(x);
+  return isnan(crealf(x)) || isnan(cimagf(x)) ? x : m == 0 ? (float complex)0 : x / m;
+}
+static inline double complex csign_(double complex x) {
+  double m = cabs(x);
+  return isnan(creal(x)) || isnan(cimag(x)) ? x : m == 0 ? (double complex)0 : x / m;
+}
+
+/* The kernels are the KC expressions of prog_ops_table.h, each in its own loop (one switch
+ * per instruction): T the complex type, R the real one, MC(fn) the C function fn of T. */
+#define MC(fn) _Generic((T)0, float complex: fn##f, default: fn)
+#define COMPLEX_LOOP1(TY, RY, SUF, EXPR)                                                   \
+  {                                                                                        \
+    typedef TY T;                                                                          \
+    typedef RY R;                                                                          \
+    (void)sizeof(R);                                                                       \
     for (int64_t i = 0; i < n; i++) {                                                      \
       T x = ldc_##SUF(a, i);                                                               \
-      switch (op) {                                                                        \
-        case OP_NEGATE: stc_##SUF(o, i, -x); break;                                        \
-        case OP_EXP: stc_##SUF(o, i, cexp##SUF(x)); break;                                 \
-        case OP_LOG: stc_##SUF(o, i, clog##SUF(x)); break;                                 \
-        case OP_SQRT: stc_##SUF(o, i, csqrt##SUF(x)); break;                               \
-        case OP_RSQRT: stc_##SUF(o, i, (R)1 / csqrt##SUF(x)); break;                       \
-        case OP_TANH: stc_##SUF(o, i, ctanh##SUF(x)); break;                               \
-        case OP_SIN: stc_##SUF(o, i, csin##SUF(x)); break;                                 \
-        case OP_COS: stc_##SUF(o, i, ccos##SUF(x)); break;                                 \
-        case OP_TAN: stc_##SUF(o, i, ctan##SUF(x)); break;                                 \
-        case OP_EXPM1: stc_##SUF(o, i, cexp##SUF(x) - (R)1); break;                        \
-        case OP_LOG1P: stc_##SUF(o, i, clog##SUF((R)1 + x)); break;                        \
-        case OP_LOGISTIC: stc_##SUF(o, i, (R)1 / ((R)1 + cexp##SUF(-x))); break;           \
-        case OP_SIGN: {                                                                    \
-          R m = cabs##SUF(x);                                                              \
-          stc_##SUF(o, i, isnan(creal##SUF(x)) || isnan(cimag##SUF(x)) ? x : m == 0 ? (T)0 : x / m); \
-          break;                                                                           \
-        }                                                                                  \
-        default: stc_##SUF(o, i, x); break;                                                \
-      }                                                                                    \
-    }                                                                                      \
-  }                                                                                        \
-  static void binary_##SUF(prog_opcode op, const void* a, const void* b, void* o, int64_t n) { \
-    for (int64_t i = 0; i < n; i++) {                                                      \
-      switch (op) {                                                                        \
-        case OP_ADD: stc_##SUF(o, i, ldc_##SUF(a, i) + ldc_##SUF(b, i)); break;            \
-        case OP_SUB: stc_##SUF(o, i, ldc_##SUF(a, i) - ldc_##SUF(b, i)); break;            \
-        case OP_MUL: stc_##SUF(o, i, ldc_##SUF(a, i) * ldc_##SUF(b, i)); break;            \
-        case OP_DIV: stc_##SUF(o, i, ldc_##SUF(a, i) / ldc_##SUF(b, i)); break;            \
-        case OP_POW:                                                                       \
-          stc_##SUF(o, i, (ldc_##SUF(b, i) == 0) ? (T)1 : cpow##SUF(ldc_##SUF(a, i), ldc_##SUF(b, i))); \
-          break;                                                                           \
-        default: stc_##SUF(o, i, 0); break;                                                \
-      }                                                                                    \
+      stc_##SUF(o, i, (T)(EXPR));                                                          \
     }                                                                                      \
   }
+#define COMPLEX_LOOP2(TY, RY, SUF, EXPR)                                                   \
+  {                                                                                        \
+    typedef TY T;                                                                          \
+    typedef RY R;                                                                          \
+    (void)sizeof(R);                                                                       \
+    for (int64_t i = 0; i < n; i++) {                                                      \
+      T x = ldc_##SUF(a, i), y = ldc_##SUF(b, i);                                          \
+      stc_##SUF(o, i, (T)(EXPR));                                                          \
+    }                                                                                      \
+  }
+#define COMPLEX_TYPES(LOOP, EXPR)                                                          \
+  if (c64) LOOP(float complex, float, f, EXPR) else LOOP(double complex, double, , EXPR)
 
-COMPLEX_KERNELS(float complex, float, f)
-COMPLEX_KERNELS(double complex, double, )
+/* complex64 (c64) or complex128; an op without a complex kernel copies its operand */
+static void unary_complex(prog_opcode op, bool c64, const void* a, void* o, int64_t n) {
+  switch (op) {
+#define KC1(NAME, EXPR) case OP_##NAME: COMPLEX_TYPES(COMPLEX_LOOP1, EXPR) break;
+#include "prog_ops_table.h"
+    default:
+      memmove(o, a, (size_t)n * (c64 ? sizeof(float complex) : sizeof(double complex)));
+      break;
+  }
+}
+
+/* an op without a complex kernel gives 0 */
+static void binary_complex(prog_opcode op, bool c64, const void* a, const void* b, void* o,
+                           int64_t n) {
+  switch (op) {
+#define KC2(NAME, EXPR) case OP_##NAME: COMPLEX_TYPES(COMPLEX_LOOP2, EXPR) break;
+#include "prog_ops_table.h"
+    default: memset(o, 0, (size_t)n * (c64 ? sizeof(float complex) : sizeof(double complex))); break;
+  }
+}
 
 int rt_complex_elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a,
                            void* const* args, void* o, int64_t n) {
@@ -100,12 +113,8 @@ int rt_complex_elementwise(run_ctx* r, const prog_insn* in, const prog_shape* a,
       break;
     default: break;
   }
-  bool binary = in->num_in == 2;
-  if (c64) {
-    if (binary) binary_f(in->op, args[0], args[1], o, n); else unary_f(in->op, args[0], o, n);
-  } else {
-    if (binary) binary_(in->op, args[0], args[1], o, n); else unary_(in->op, args[0], o, n);
-  }
+  if (in->num_in == 2) binary_complex(in->op, c64, args[0], args[1], o, n);
+  else unary_complex(in->op, c64, args[0], o, n);
   return PROG_OK;
 }
 

@@ -38,7 +38,7 @@ static bool writes_in_place(const prog_program* p, const prog_func* f, int r, in
       return uses == 1 && writes_in_place(p, &p->funcs[in->iarg], id - in->out, at, depth + 1);
     bool same_bytes = rt_bytes(&in->shape) == rt_bytes(&f->values[arg]);
     if (in->op == OP_DYNAMIC_UPDATE_SLICE) return uses == 1 && at == 0 && same_bytes;
-    return in->op >= OP_NEGATE && in->op <= OP_SHRL && in->op != OP_CONVERT &&
+    return prog_ew_arity(in->op) > 0 &&
            in->num_out == 1 && in->in[0] == arg && same_bytes &&
            in->shape.dtype == f->values[arg].dtype && !rt_is_complex(in->shape.dtype);
   }

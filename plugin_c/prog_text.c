@@ -543,14 +543,15 @@ static void text_op(tx* t, const char** res, int nres) {
     for (int k = 0; k < ar; k++)
       check(v, same_dims(&f->values[a.in[k]], &in->shape) && f->values[a.in[k]].dtype == in->shape.dtype,
             "operand and result types differ");
-    bool bits = in->op == OP_AND || in->op == OP_OR || in->op == OP_XOR || in->op == OP_NOT ||
-                in->op == OP_SHL || in->op == OP_SHRA || in->op == OP_SHRL || in->op == OP_POPCNT ||
-                in->op == OP_CLZ;
-    bool any = in->op == OP_NEGATE || in->op == OP_ABS || in->op == OP_SIGN || (in->op >= OP_ADD && in->op <= OP_MIN);
+    /* from the op's classes in prog_ops_table.h, coarser than the bytecode reader's check:
+     * bit ops refuse floats, ops on floats and integers take any number, the rest floats */
+    unsigned allowed = prog_ew_allowed(in->op);
+    bool bits = !(allowed & EW_FLOATS);
+    bool any = (allowed & EW_FLOATS) && (allowed & EW_INTS);
     if (!is_arithmetic(in->shape.dtype) || (bits && is_float(in->shape.dtype)) ||
         (!bits && !any && !is_float(in->shape.dtype)))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype), full);
-    if (in->op == OP_POPCNT && in->shape.dtype == PROG_S4) UNSUPPORTED(v, S4_POPCNT_REFUSED, full);
+    if ((allowed & EW_NO_S4) && in->shape.dtype == PROG_S4) UNSUPPORTED(v, S4_POPCNT_REFUSED, full);
   } else if (!strcmp(name, "constant")) {
     in->op = OP_CONSTANT;
     check(v, a.has_dense && a.num_in == 0 && same_dims(&a.dense_shape, &in->shape) &&

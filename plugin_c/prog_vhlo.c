@@ -394,45 +394,33 @@ void check_dims_list(vh* v, const int64_t* d, int n, int rank, bool distinct) {
 
 /* ---- ops -------------------------------------------------------------------------------- */
 
-typedef struct {
-  const char* name;
+/* The elementwise ops of prog_ops_table.h, by VHLO name (both forms where there are two). */
+static const struct {
+  const char* v1;
+  const char* v2;
   prog_opcode op;
-} op_row;
-
-/* The supported set.  Transcendental ops gained a result_accuracy attribute in their _v2 form
- * (StableHLO 1.9); at the default accuracy it changes nothing, so both forms are read. */
-static const op_row unary_ops[] = {
-    {"negate_v1", OP_NEGATE}, {"abs_v1", OP_ABS}, {"exponential_v1", OP_EXP},
-    {"exponential_v2", OP_EXP}, {"log_v1", OP_LOG}, {"log_v2", OP_LOG}, {"tanh_v1", OP_TANH},
-    {"tanh_v2", OP_TANH}, {"logistic_v1", OP_LOGISTIC}, {"logistic_v2", OP_LOGISTIC},
-    {"sqrt_v1", OP_SQRT}, {"sqrt_v2", OP_SQRT}, {"rsqrt_v1", OP_RSQRT}, {"rsqrt_v2", OP_RSQRT},
-    {"not_v1", OP_NOT}, {"sign_v1", OP_SIGN}, {"floor_v1", OP_FLOOR}, {"ceil_v1", OP_CEIL},
-    {"log_plus_one_v1", OP_LOG1P}, {"log_plus_one_v2", OP_LOG1P},
-    {"exponential_minus_one_v1", OP_EXPM1}, {"exponential_minus_one_v2", OP_EXPM1},
-    {"sine_v1", OP_SIN}, {"sine_v2", OP_SIN}, {"cosine_v1", OP_COS}, {"cosine_v2", OP_COS},
-    {"tan_v1", OP_TAN}, {"tan_v2", OP_TAN}, {"cbrt_v1", OP_CBRT}, {"cbrt_v2", OP_CBRT},
-    {"round_nearest_afz_v1", OP_ROUND_AFZ}, {"round_nearest_even_v1", OP_ROUND_EVEN},
-    {"popcnt_v1", OP_POPCNT}, {"count_leading_zeros_v1", OP_CLZ}, {NULL, 0}};
-static const op_row binary_ops[] = {
-    {"add_v1", OP_ADD}, {"subtract_v1", OP_SUB}, {"multiply_v1", OP_MUL},
-    {"divide_v1", OP_DIV}, {"remainder_v1", OP_REM}, {"power_v1", OP_POW},
-    {"maximum_v1", OP_MAX}, {"minimum_v1", OP_MIN}, {"and_v1", OP_AND}, {"or_v1", OP_OR},
-    {"xor_v1", OP_XOR}, {"atan2_v1", OP_ATAN2}, {"shift_left_v1", OP_SHL},
-    {"shift_right_arithmetic_v1", OP_SHRA}, {"shift_right_logical_v1", OP_SHRL}, {NULL, 0}};
-
-static int lookup(const op_row* rows, const char* name);
+  int arity;
+} elementwise_ops[] = {
+#define EW(NAME, ARITY, ALLOWED, V1, V2) {V1, V2, OP_##NAME, ARITY},
+#include "prog_ops_table.h"
+};
 
 int vh_elementwise(const char* name, int* arity) {
-  int k;
-  if ((k = lookup(unary_ops, name)) >= 0) { *arity = 1; return k; }
-  if ((k = lookup(binary_ops, name)) >= 0) { *arity = 2; return k; }
+  for (size_t k = 0; k < sizeof elementwise_ops / sizeof elementwise_ops[0]; k++)
+    if (strcmp(elementwise_ops[k].v1, name) == 0 ||
+        (elementwise_ops[k].v2 != NULL && strcmp(elementwise_ops[k].v2, name) == 0)) {
+      *arity = elementwise_ops[k].arity;
+      return (int)elementwise_ops[k].op;
+    }
   return -1;
 }
 
-static int lookup(const op_row* rows, const char* name) {
-  for (int k = 0; rows[k].name != NULL; k++)
-    if (strcmp(rows[k].name, name) == 0) return (int)rows[k].op;
-  return -1;
+/* Whether an elementwise op whose element type classes are `allowed` (EW_*) takes t. */
+bool ew_allows(unsigned allowed, prog_dtype t) {
+  if (is_complex(t)) return allowed & EW_COMPLEX;
+  if (is_float(t)) return allowed & EW_FLOATS;
+  if (t == PROG_PRED) return allowed & EW_PRED;
+  return allowed & EW_INTS;
 }
 
 const prog_shape* operand(lowering* L, int k) {
@@ -465,128 +453,32 @@ int find_func(prog_program* p, const char* name) {
   return -1;
 }
 
-static void lower_op(lowering* L, prog_insn* in) {
+/* ---- lowering, by op family ------------------------------------------------------------- */
+
+/* The ops of prog_ops_table.h: checks from the table's arity and element type classes. */
+static void lower_elementwise(lowering* L, prog_insn* in, prog_opcode code, int arity) {
+  vh* v = L->v;
+  in->op = code;
+  expect_operands(L, arity);
+  elementwise_checks(L, in, true);
+  unsigned allowed = prog_ew_allowed(code);
+  prog_dtype at = operand(L, 0)->dtype;
+  /* |z| of a complex z is real */
+  bool complex_abs = arity == 1 && (allowed & EW_COMPLEX_ABS) && is_complex(at) &&
+                     in->shape.dtype == (at == PROG_C64 ? PROG_F32 : PROG_F64);
+  bool same = true;
+  for (int k = 0; k < arity; k++) same &= operand(L, k)->dtype == in->shape.dtype;
+  check(v, same || complex_abs, "element types differ");
+  if (!ew_allows(allowed, at))
+    UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(at), v->op);
+  if ((allowed & EW_NO_S4) && at == PROG_S4) UNSUPPORTED(v, S4_POPCNT_REFUSED, v->op);
+}
+
+/* compare, convert, select, clamp: elementwise, with their own types and attributes */
+static void lower_elementwise_more(lowering* L, prog_insn* in, const char* name) {
   vh* v = L->v;
   const bc_op* op = L->op;
-  const char* name = v->m->op_names[op->name].name;
-  int k;
-  in->vhlo_name = v->op;
-  in->num_in = op->num_operands;
-  in->in = op->operands;
-  in->num_out = op->num_results;
-  in->out = op->first_result;
-  /* Sharding annotations mean nothing on one device.  In a portable artifact an sdy op in a
-   * function body sits between two builtin.unrealized_conversion_casts (VHLO types to builtin
-   * types and back), its value unchanged: all three run as the identity, shapes carried over
-   * from the operand (the builtin types need not be read). */
-  const char* dialect = v->m->dialects[v->m->op_names[op->name].dialect];
-  bool passthrough = (strcmp(dialect, "builtin") == 0 && strcmp(name, "unrealized_conversion_cast") == 0) ||
-                     (strcmp(dialect, "sdy") == 0 && (strcmp(name, "sharding_constraint") == 0 ||
-                                                       strcmp(name, "reshard") == 0));
-  if (passthrough) {
-    check(v, op->num_operands == op->num_results && op->num_results >= 1, "a cast has one result per operand");
-    for (int r = 0; r < op->num_operands; r++) L->f->values[op->first_result + r] = *operand(L, r);
-    in->shape = L->f->values[op->first_result];
-    in->op = OP_IDENTITY;
-    return;
-  }
-  for (int r = 0; r < op->num_results; r++) {
-    prog_shape s = tensor_type(v, op->result_types[r]);
-    if (r == 0) in->shape = s;
-    L->f->values[op->first_result + r] = s;
-  }
-  for (int r = 0; r < op->num_operands; r++) operand(L, r);
-  /* Tokens order side effects, which this device has none of: they are made (create_token,
-   * after_all), passed through calls and barriers, and returned; any other op on one is
-   * refused by name. */
-  bool token_op = strcmp(name, "create_token_v1") == 0 || strcmp(name, "after_all_v1") == 0;
-  if (token_op) {
-    for (int r = 0; r < op->num_operands; r++)
-      check(v, operand(L, r)->dtype == PROG_TOKEN, "after_all takes tokens");
-    check(v, op->num_results == 1 && in->shape.dtype == PROG_TOKEN, "a token op gives one token");
-    static const char no_bytes[1];
-    in->op = OP_CONSTANT;  /* a token has no bytes: nothing to compute */
-    in->data = no_bytes;
-    in->num_in = 0;
-    return;
-  }
-  if (strcmp(name, "call_v1") != 0 && strcmp(name, "optimization_barrier_v1") != 0) {
-    for (int r = 0; r < op->num_operands + op->num_results; r++) {
-      const prog_shape* s = r < op->num_operands ? operand(L, r)
-                                                 : &L->f->values[op->first_result + r - op->num_operands];
-      if (s->dtype == PROG_TOKEN)
-        UNSUPPORTED(v, "unsupported: a token operand or result of %s (the dumpref device passes "
-                       "tokens through calls and returns only)", v->op);
-    }
-  }
-  if (strcmp(name, "custom_call_v1") == 0) {  /* a library call (LAPACK, FFI): name it */
-    int t = op_attr(v, op, "call_target_name");
-    const char* target = t >= 0 ? attr_string(v, t) : "?";
-    /* the two XLA expands itself, which jax sends a platform without LAPACK for a QR */
-    if (strcmp(target, "Qr") == 0 || strcmp(target, "ProductOfElementaryHouseholderReflectors") == 0) {
-      vh_lower_householder(L, in, target[0] == 'Q');
-      return;
-    }
-    /* jax's lax.dce_sink (checkify uses it): a value marked used, against XLA's dead-code
-     * elimination.  It has no result, and an instruction no one reads is never run. */
-    if (strcmp(target, "dce_sink") == 0) {
-      check(v, op->num_results == 0, "dce_sink gives no result");
-      in->shape = (prog_shape){.dtype = PROG_TOKEN, .rank = 0};
-      in->op = OP_IDENTITY;
-      return;
-    }
-    UNSUPPORTED(v, "unsupported custom call '%s' (%s): the dumpref interpreter runs StableHLO "
-                "ops only (and the custom calls Qr, ProductOfElementaryHouseholderReflectors, "
-                "dce_sink)", target, v->op);
-  }
-  static const char* multi[] = {"call_v1", "reduce_v1", "while_v1", "case_v1", "if_v1",
-                                "sort_v1", "optimization_barrier_v1", "composite_v1",
-                                "reduce_window_v1", "scatter_v1", "scatter_v2", "rng_bit_generator_v1",
-                                NULL};
-  bool may_multi = false;
-  for (int r = 0; multi[r] != NULL; r++) may_multi |= strcmp(multi[r], name) == 0;
-  if (!may_multi && op->num_results != 1)
-    UNSUPPORTED(v, "unsupported: %s with %d results", v->op, op->num_results);
-
-  if ((k = lookup(unary_ops, name)) >= 0) {
-    in->op = (prog_opcode)k;
-    expect_operands(L, 1);
-    elementwise_checks(L, in, true);
-    prog_dtype at = operand(L, 0)->dtype;
-    /* |z| of a complex z is real */
-    bool complex_abs = in->op == OP_ABS && is_complex(at) &&
-                       in->shape.dtype == (at == PROG_C64 ? PROG_F32 : PROG_F64);
-    check(v, at == in->shape.dtype || complex_abs, "element types differ");
-    bool float_only = in->op != OP_NEGATE && in->op != OP_ABS && in->op != OP_NOT &&
-                      in->op != OP_SIGN && in->op != OP_POPCNT && in->op != OP_CLZ;
-    bool int_only = in->op == OP_POPCNT || in->op == OP_CLZ || in->op == OP_NOT;
-    bool real_only = in->op == OP_FLOOR || in->op == OP_CEIL || in->op == OP_ROUND_AFZ ||
-                     in->op == OP_ROUND_EVEN || in->op == OP_CBRT;
-    if (is_complex(at) && (int_only || real_only))
-      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(at), v->op);
-    else if (is_complex(at))
-      ;
-    else if ((float_only && !is_float(in->shape.dtype)) || (int_only && is_float(in->shape.dtype)))
-      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
-                  v->op);
-    else if (in->op == OP_POPCNT && at == PROG_S4)
-      UNSUPPORTED(v, S4_POPCNT_REFUSED, v->op);
-  } else if ((k = lookup(binary_ops, name)) >= 0) {
-    in->op = (prog_opcode)k;
-    expect_operands(L, 2);
-    elementwise_checks(L, in, true);
-    check(v, operand(L, 0)->dtype == in->shape.dtype && operand(L, 1)->dtype == in->shape.dtype,
-          "element types differ");
-    bool int_only = in->op == OP_SHL || in->op == OP_SHRA || in->op == OP_SHRL;
-    bool bits_only = int_only || in->op == OP_AND || in->op == OP_OR || in->op == OP_XOR;
-    bool complex_ok = in->op == OP_ADD || in->op == OP_SUB || in->op == OP_MUL ||
-                      in->op == OP_DIV || in->op == OP_POW;
-    if ((bits_only && is_float(in->shape.dtype)) || (int_only && in->shape.dtype == PROG_PRED) ||
-        (in->op == OP_ATAN2 && !is_float(in->shape.dtype)) ||
-        (is_complex(in->shape.dtype) && !complex_ok))
-      UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
-                  v->op);
-  } else if (strcmp(name, "compare_v1") == 0) {
+  if (strcmp(name, "compare_v1") == 0) {
     in->op = OP_COMPARE;
     expect_operands(L, 2);
     in->iarg = (int)attr_enum(v, need(v, op, "comparison_direction"), VH_CMP_DIR,
@@ -621,7 +513,7 @@ static void lower_op(lowering* L, prog_insn* in) {
           "operand and result shapes differ");
     check(v, operand(L, 1)->dtype == in->shape.dtype && operand(L, 2)->dtype == in->shape.dtype,
           "element types differ");
-  } else if (strcmp(name, "clamp_v1") == 0) {
+  } else {  /* clamp_v1 */
     in->op = OP_CLAMP;
     expect_operands(L, 3);
     for (int r = 0; r < 3; r++) {
@@ -633,14 +525,21 @@ static void lower_op(lowering* L, prog_insn* in) {
     if (!is_arithmetic(in->shape.dtype) || is_complex(in->shape.dtype))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
                   v->op);
-  } else if (strcmp(name, "constant_v1") == 0) {
+  }
+}
+
+/* constant, iota: values from attributes alone */
+static void lower_source(lowering* L, prog_insn* in, const char* name) {
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  if (strcmp(name, "constant_v1") == 0) {
     in->op = OP_CONSTANT;
     expect_operands(L, 0);
     prog_shape s;
     in->data = attr_tensor(v, need(v, op, "value"), &s);
     check(v, same_dims(&s, &in->shape) && s.dtype == in->shape.dtype,
           "constant value and result types differ");
-  } else if (strcmp(name, "iota_v1") == 0) {
+  } else {  /* iota_v1 */
     in->op = OP_IOTA;
     expect_operands(L, 0);
     int64_t d = attr_int(v, need(v, op, "iota_dimension"));
@@ -649,7 +548,14 @@ static void lower_op(lowering* L, prog_insn* in) {
     if (in->shape.dtype == PROG_PRED)
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype),
                   v->op);
-  } else if (strcmp(name, "broadcast_in_dim_v1") == 0) {
+  }
+}
+
+/* broadcast_in_dim, reshape, transpose, slice, concatenate, reverse */
+static void lower_shape(lowering* L, prog_insn* in, const char* name) {
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  if (strcmp(name, "broadcast_in_dim_v1") == 0) {
     in->op = OP_BROADCAST;
     expect_operands(L, 1);
     const prog_shape* a = operand(L, 0);
@@ -705,91 +611,259 @@ static void lower_op(lowering* L, prog_insn* in) {
       total += a->dims[d];
     }
     check(v, total == in->shape.dims[d], "concatenate result shape");
-  } else if (strcmp(name, "reverse_v1") == 0) {
+  } else {  /* reverse_v1 */
     in->op = OP_REVERSE;
     expect_operands(L, 1);
     check(v, same_dims(operand(L, 0), &in->shape) && operand(L, 0)->dtype == in->shape.dtype,
           "reverse shapes");
     in->np[0] = attr_dims(v, need(v, op, "dimensions"), in->p[0], PROG_MAX_RANK);
     check_dims_list(v, in->p[0], in->np[0], in->shape.rank, true);
-  } else if (strcmp(name, "dot_general_v1") == 0 || strcmp(name, "dot_general_v2") == 0) {
-    in->op = OP_DOT;
-    expect_operands(L, 2);
-    const prog_shape *a = operand(L, 0), *b = operand(L, 1);
-    static const char* names[4] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
-                                   "lhs_contracting_dimensions", "rhs_contracting_dimensions"};
-    for (int r = 0; r < 4; r++) {
-      int at = op_attr(v, op, names[r]);
-      in->np[r] = at < 0 ? 0 : attr_dims(v, at, in->p[r], PROG_MAX_RANK);
-      check_dims_list(v, in->p[r], in->np[r], (r % 2 == 0 ? a : b)->rank, true);
+  }
+}
+
+/* dot_general (v1, and v2 with its precision attributes, which change nothing here) */
+static void lower_dot(lowering* L, prog_insn* in, const char* name) {
+  (void)name;
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  in->op = OP_DOT;
+  expect_operands(L, 2);
+  const prog_shape *a = operand(L, 0), *b = operand(L, 1);
+  static const char* names[4] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
+                                 "lhs_contracting_dimensions", "rhs_contracting_dimensions"};
+  for (int r = 0; r < 4; r++) {
+    int at = op_attr(v, op, names[r]);
+    in->np[r] = at < 0 ? 0 : attr_dims(v, at, in->p[r], PROG_MAX_RANK);
+    check_dims_list(v, in->p[r], in->np[r], (r % 2 == 0 ? a : b)->rank, true);
+  }
+  /* preferred_element_type: the operands may be narrower than the result (bf16 x bf16 ->
+   * f32, s8 x s8 -> s32); the products accumulate in the result's precision or better;
+   * pred products are and, their sums or; f8 operands are widened to f32 */
+  prog_check_dot_shapes(v, in, a, b);
+}
+
+/* reduce: a fast kernel for one input under one binary op, else the body element by element */
+static void lower_reduce(lowering* L, prog_insn* in, const char* name) {
+  (void)name;
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  int n = op->num_operands / 2;
+  check(v, n >= 1 && op->num_operands == 2 * n && op->num_results == n,
+        "reduce needs as many inputs, init values and results");
+  check(v, op->num_regions == 1, "reduce needs one body");
+  int64_t dims[PROG_MAX_RANK];
+  int nd = attr_dims(v, need(v, op, "dimensions"), dims, PROG_MAX_RANK);
+  const prog_shape* a0 = operand(L, 0);
+  check_dims_list(v, dims, nd, a0->rank, true);
+  for (int r = 0; r < n; r++) {
+    const prog_shape *a = operand(L, r), *init = operand(L, n + r);
+    check(v, same_dims(a, a0), "reduce inputs differ in shape");
+    check(v, init->rank == 0 && init->dtype == L->f->values[op->first_result + r].dtype,
+          "reduce init value");
+    prog_shape want = {a->dtype, 0, {0}};
+    for (int d = 0; d < a->rank; d++) {
+      bool reduced = false;
+      for (int q = 0; q < nd; q++) reduced |= dims[q] == d;
+      if (!reduced) want.dims[want.rank++] = a->dims[d];
     }
-    /* preferred_element_type: the operands may be narrower than the result (bf16 x bf16 ->
-     * f32, s8 x s8 -> s32); the products accumulate in the result's precision or better;
-     * pred products are and, their sums or; f8 operands are widened to f32 */
-    prog_check_dot_shapes(v, in, a, b);
-  } else if (strcmp(name, "reduce_v1") == 0) {
-    int n = op->num_operands / 2;
-    check(v, n >= 1 && op->num_operands == 2 * n && op->num_results == n,
-          "reduce needs as many inputs, init values and results");
-    check(v, op->num_regions == 1, "reduce needs one body");
-    int64_t dims[PROG_MAX_RANK];
-    int nd = attr_dims(v, need(v, op, "dimensions"), dims, PROG_MAX_RANK);
-    const prog_shape* a0 = operand(L, 0);
-    check_dims_list(v, dims, nd, a0->rank, true);
-    for (int r = 0; r < n; r++) {
-      const prog_shape *a = operand(L, r), *init = operand(L, n + r);
-      check(v, same_dims(a, a0), "reduce inputs differ in shape");
-      check(v, init->rank == 0 && init->dtype == L->f->values[op->first_result + r].dtype,
-            "reduce init value");
-      prog_shape want = {a->dtype, 0, {0}};
-      for (int d = 0; d < a->rank; d++) {
-        bool reduced = false;
-        for (int q = 0; q < nd; q++) reduced |= dims[q] == d;
-        if (!reduced) want.dims[want.rank++] = a->dims[d];
-      }
-      want.dtype = init->dtype;
-      check(v, same_dims(&want, &L->f->values[op->first_result + r]), "reduce result shape");
+    want.dtype = init->dtype;
+    check(v, same_dims(&want, &L->f->values[op->first_result + r]), "reduce result shape");
+  }
+  in->np[0] = nd;
+  memcpy(in->p[0], dims, sizeof dims);
+  in->num_sub = 1;
+  in->sub = prog_alloc(v->ctx, 1, sizeof(prog_func));
+  vh_lower_region(L, in, &op->regions[0], in->sub);
+  check(v, in->sub->num_args == 2 * n && in->sub->num_results == n, "reduce body signature");
+  /* The body runs on one element of each input at a time, passed by address into the
+   * input's buffer: its arguments must be scalars of exactly the element types the buffers
+   * hold.  Without this a mutated program whose body took s64 over a u8 input read 8 bytes
+   * at every byte offset (misaligned, and past the end of the last element). */
+  for (int r = 0; r < n; r++) {
+    const prog_func* b = in->sub;
+    const prog_shape *acc = &b->values[b->first_arg + r], *x = &b->values[b->first_arg + n + r];
+    const prog_shape* res = &b->values[b->results[r]];
+    prog_dtype rt = L->f->values[op->first_result + r].dtype;
+    check(v, acc->rank == 0 && acc->dtype == rt && res->rank == 0 && res->dtype == rt &&
+                 x->rank == 0, "reduce body signature");
+    if (x->dtype != operand(L, r)->dtype)
+      UNSUPPORTED(v, "unsupported reduce whose body takes %s elements of a %s input",
+                  prog_dtype_name(x->dtype), prog_dtype_name(operand(L, r)->dtype));
+  }
+  int kind = vh_region_kind(v, in->sub);
+  if (is_complex(a0->dtype) && kind != RED_ADD && kind != RED_MUL) kind = RED_GENERIC;
+  if (n == 1 && kind != RED_GENERIC && a0->dtype == in->shape.dtype &&
+      !(kind == RED_AND || kind == RED_OR || kind == RED_XOR ? is_float(a0->dtype) : false) &&
+      is_arithmetic(a0->dtype)) {
+    in->op = OP_REDUCE;
+    in->iarg = kind;
+  } else {
+    in->op = OP_REDUCE_GENERIC;
+  }
+}
+
+static void lower_call(lowering* L, prog_insn* in, const char* name) {
+  (void)name;
+  vh* v = L->v;
+  in->op = OP_CALL;
+  const char* callee = attr_string(v, need(v, L->op, "callee"));
+  int f = find_func(v->program, callee);
+  if (f < 0) MALFORMED(v, "malformed program: call of unknown function '%s'", callee);
+  in->iarg = f;
+  /* argument and result shapes are checked once every function's signature is known */
+}
+
+/* Tokens order side effects, which this device has none of: they are made (create_token,
+ * after_all), passed through calls and barriers, and returned; any other op on one is refused
+ * by name (in lower_op). */
+static void lower_token(lowering* L, prog_insn* in, const char* name) {
+  (void)name;
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  for (int r = 0; r < op->num_operands; r++)
+    check(v, operand(L, r)->dtype == PROG_TOKEN, "after_all takes tokens");
+  check(v, op->num_results == 1 && in->shape.dtype == PROG_TOKEN, "a token op gives one token");
+  static const char no_bytes[1];
+  in->op = OP_CONSTANT;  /* a token has no bytes: nothing to compute */
+  in->data = no_bytes;
+  in->num_in = 0;
+}
+
+/* a library call (LAPACK, FFI): the few run here, the rest refused by name */
+static void lower_custom_call(lowering* L, prog_insn* in, const char* name) {
+  (void)name;
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  int t = op_attr(v, op, "call_target_name");
+  const char* target = t >= 0 ? attr_string(v, t) : "?";
+  /* the two XLA expands itself, which jax sends a platform without LAPACK for a QR */
+  if (strcmp(target, "Qr") == 0 || strcmp(target, "ProductOfElementaryHouseholderReflectors") == 0) {
+    vh_lower_householder(L, in, target[0] == 'Q');
+    return;
+  }
+  /* jax's lax.dce_sink (checkify uses it): a value marked used, against XLA's dead-code
+   * elimination.  It has no result, and an instruction no one reads is never run. */
+  if (strcmp(target, "dce_sink") == 0) {
+    check(v, op->num_results == 0, "dce_sink gives no result");
+    in->shape = (prog_shape){.dtype = PROG_TOKEN, .rank = 0};
+    in->op = OP_IDENTITY;
+    return;
+  }
+  UNSUPPORTED(v, "unsupported custom call '%s' (%s): the dumpref interpreter runs StableHLO "
+              "ops only (and the custom calls Qr, ProductOfElementaryHouseholderReflectors, "
+              "dce_sink)", target, v->op);
+}
+
+/* What an op may be given beyond one non-token result each (lower_op checks the rest). */
+enum {
+  LOWER_RESULTS = 1,  /* any number of results (the lowering checks them) */
+  LOWER_TOKENS = 2,   /* token operands and results */
+};
+
+/* Every op but the elementwise ones of prog_ops_table.h, by VHLO name. */
+static const struct {
+  const char* name;
+  vh_lower_fn lower;
+  unsigned flags;
+} lowerings[] = {
+    {"compare_v1", lower_elementwise_more, 0},
+    {"convert_v1", lower_elementwise_more, 0},
+    {"select_v1", lower_elementwise_more, 0},
+    {"clamp_v1", lower_elementwise_more, 0},
+    {"constant_v1", lower_source, 0},
+    {"iota_v1", lower_source, 0},
+    {"get_dimension_size_v1", vh_lower_dimension_size, 0},
+    {"broadcast_in_dim_v1", lower_shape, 0},
+    {"reshape_v1", lower_shape, 0},
+    {"transpose_v1", lower_shape, 0},
+    {"slice_v1", lower_shape, 0},
+    {"concatenate_v1", lower_shape, 0},
+    {"reverse_v1", lower_shape, 0},
+    {"pad_v1", vh_lower_index, 0},
+    {"dynamic_slice_v1", vh_lower_index, 0},
+    {"dynamic_update_slice_v1", vh_lower_index, 0},
+    {"gather_v1", vh_lower_index, 0},
+    {"gather_v2", vh_lower_index, 0},
+    {"scatter_v1", vh_lower_index, LOWER_RESULTS},
+    {"scatter_v2", vh_lower_index, LOWER_RESULTS},
+    {"dot_general_v1", lower_dot, 0},
+    {"dot_general_v2", lower_dot, 0},
+    {"reduce_v1", lower_reduce, LOWER_RESULTS},
+    {"reduce_window_v1", vh_lower_window, LOWER_RESULTS},
+    {"convolution_v1", vh_lower_window, 0},
+    {"sort_v1", vh_lower_sort, LOWER_RESULTS},
+    {"call_v1", lower_call, LOWER_RESULTS | LOWER_TOKENS},
+    {"while_v1", vh_lower_control, LOWER_RESULTS},
+    {"case_v1", vh_lower_control, LOWER_RESULTS},
+    {"if_v1", vh_lower_control, LOWER_RESULTS},
+    {"composite_v1", vh_lower_control, LOWER_RESULTS},
+    {"optimization_barrier_v1", vh_lower_control, LOWER_RESULTS | LOWER_TOKENS},
+    {"create_token_v1", lower_token, LOWER_RESULTS | LOWER_TOKENS},
+    {"after_all_v1", lower_token, LOWER_RESULTS | LOWER_TOKENS},
+    {"custom_call_v1", lower_custom_call, LOWER_RESULTS},
+    {"is_finite_v1", vh_lower_bits, 0},
+    {"reduce_precision_v1", vh_lower_bits, 0},
+    {"bitcast_convert_v1", vh_lower_bits, 0},
+    {"real_v1", vh_lower_parts, 0},
+    {"imag_v1", vh_lower_parts, 0},
+    {"complex_v1", vh_lower_parts, 0},
+    {"triangular_solve_v1", vh_lower_linalg, 0},
+    {"cholesky_v1", vh_lower_linalg, 0},
+    {"fft_v1", vh_lower_linalg, 0},
+    {"rng_bit_generator_v1", vh_lower_rng, LOWER_RESULTS},
+};
+
+static void lower_op(lowering* L, prog_insn* in) {
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  const char* name = v->m->op_names[op->name].name;
+  in->vhlo_name = v->op;
+  in->num_in = op->num_operands;
+  in->in = op->operands;
+  in->num_out = op->num_results;
+  in->out = op->first_result;
+  /* Sharding annotations mean nothing on one device.  In a portable artifact an sdy op in a
+   * function body sits between two builtin.unrealized_conversion_casts (VHLO types to builtin
+   * types and back), its value unchanged: all three run as the identity, shapes carried over
+   * from the operand (the builtin types need not be read). */
+  const char* dialect = v->m->dialects[v->m->op_names[op->name].dialect];
+  bool passthrough = (strcmp(dialect, "builtin") == 0 && strcmp(name, "unrealized_conversion_cast") == 0) ||
+                     (strcmp(dialect, "sdy") == 0 && (strcmp(name, "sharding_constraint") == 0 ||
+                                                       strcmp(name, "reshard") == 0));
+  if (passthrough) {
+    check(v, op->num_operands == op->num_results && op->num_results >= 1, "a cast has one result per operand");
+    for (int r = 0; r < op->num_operands; r++) L->f->values[op->first_result + r] = *operand(L, r);
+    in->shape = L->f->values[op->first_result];
+    in->op = OP_IDENTITY;
+    return;
+  }
+  for (int r = 0; r < op->num_results; r++) {
+    prog_shape s = tensor_type(v, op->result_types[r]);
+    if (r == 0) in->shape = s;
+    L->f->values[op->first_result + r] = s;
+  }
+  for (int r = 0; r < op->num_operands; r++) operand(L, r);
+  int arity = 0, code = vh_elementwise(name, &arity);
+  int row = -1;
+  for (size_t k = 0; code < 0 && row < 0 && k < sizeof lowerings / sizeof lowerings[0]; k++)
+    if (strcmp(lowerings[k].name, name) == 0) row = (int)k;
+  unsigned flags = row >= 0 ? lowerings[row].flags : 0;
+  if (!(flags & LOWER_TOKENS)) {
+    for (int r = 0; r < op->num_operands + op->num_results; r++) {
+      const prog_shape* s = r < op->num_operands ? operand(L, r)
+                                                 : &L->f->values[op->first_result + r - op->num_operands];
+      if (s->dtype == PROG_TOKEN)
+        UNSUPPORTED(v, "unsupported: a token operand or result of %s (the dumpref device passes "
+                       "tokens through calls and returns only)", v->op);
     }
-    in->np[0] = nd;
-    memcpy(in->p[0], dims, sizeof dims);
-    in->num_sub = 1;
-    in->sub = prog_alloc(v->ctx, 1, sizeof(prog_func));
-    vh_lower_region(L, in, &op->regions[0], in->sub);
-    check(v, in->sub->num_args == 2 * n && in->sub->num_results == n, "reduce body signature");
-    /* The body runs on one element of each input at a time, passed by address into the
-     * input's buffer: its arguments must be scalars of exactly the element types the buffers
-     * hold.  Without this a mutated program whose body took s64 over a u8 input read 8 bytes
-     * at every byte offset (misaligned, and past the end of the last element). */
-    for (int r = 0; r < n; r++) {
-      const prog_func* b = in->sub;
-      const prog_shape *acc = &b->values[b->first_arg + r], *x = &b->values[b->first_arg + n + r];
-      const prog_shape* res = &b->values[b->results[r]];
-      prog_dtype rt = L->f->values[op->first_result + r].dtype;
-      check(v, acc->rank == 0 && acc->dtype == rt && res->rank == 0 && res->dtype == rt &&
-                   x->rank == 0, "reduce body signature");
-      if (x->dtype != operand(L, r)->dtype)
-        UNSUPPORTED(v, "unsupported reduce whose body takes %s elements of a %s input",
-                    prog_dtype_name(x->dtype), prog_dtype_name(operand(L, r)->dtype));
-    }
-    int kind = vh_region_kind(v, in->sub);
-    if (is_complex(a0->dtype) && kind != RED_ADD && kind != RED_MUL) kind = RED_GENERIC;
-    if (n == 1 && kind != RED_GENERIC && a0->dtype == in->shape.dtype &&
-        !(kind == RED_AND || kind == RED_OR || kind == RED_XOR ? is_float(a0->dtype) : false) &&
-        is_arithmetic(a0->dtype)) {
-      in->op = OP_REDUCE;
-      in->iarg = kind;
-    } else {
-      in->op = OP_REDUCE_GENERIC;
-    }
-  } else if (strcmp(name, "call_v1") == 0) {
-    in->op = OP_CALL;
-    const char* callee = attr_string(v, need(v, op, "callee"));
-    int f = find_func(v->program, callee);
-    if (f < 0) MALFORMED(v, "malformed program: call of unknown function '%s'", callee);
-    in->iarg = f;
-    /* argument and result shapes are checked once every function's signature is known */
-  } else if (!vh_lower_more(L, in, name)) {
-    const char* dialect = v->m->dialects[v->m->op_names[op->name].dialect];
+  }
+  if (!(flags & LOWER_RESULTS) && op->num_results != 1)
+    UNSUPPORTED(v, "unsupported: %s with %d results", v->op, op->num_results);
+  if (code >= 0) {
+    lower_elementwise(L, in, (prog_opcode)code, arity);
+  } else if (row >= 0) {
+    lowerings[row].lower(L, in, name);
+  } else {
     UNSUPPORTED(v, "unsupported op %s.%s (the dumpref interpreter does not implement it)",
                 dialect, name);
   }
@@ -871,7 +945,7 @@ static void declare_func(vh* v, const bc_op* op, prog_func* f) {
 }
 
 static bool is_binary_elementwise(prog_opcode op) {
-  return (op >= OP_ADD && op <= OP_SHRL) || op == OP_COMPARE;
+  return prog_ew_arity(op) == 2 || op == OP_COMPARE;
 }
 
 /* jax writes `x + 1` as a broadcast of a scalar constant, then the add.  A binary elementwise

@@ -75,13 +75,27 @@ int vh_region_kind(vh* v, const prog_func* sub);
 
 /* Folds scalar broadcasts and computes last uses, once a function's instructions are built. */
 void vh_finish_func(vh* v, prog_func* f);
-/* The opcode of an elementwise VHLO op ("add_v1") and its operand count, or -1. */
+/* The opcode of an elementwise VHLO op ("add_v1", prog_ops_table.h) and its operand count,
+ * or -1. */
 int vh_elementwise(const char* name, int* arity);
+/* Whether an elementwise op whose element type classes are `allowed` (EW_*) takes t. */
+bool ew_allows(unsigned allowed, prog_dtype t);
 
 /* The custom calls Qr (qr) and ProductOfElementaryHouseholderReflectors (prog_vhlo_ops.c). */
 void vh_lower_householder(lowering* L, prog_insn* in, bool qr);
 
-/* The ops of prog_vhlo_ops.c: returns false when `name` is none of them. */
-bool vh_lower_more(lowering* L, prog_insn* in, const char* name);
+/* A lowering of one op family: reads the op of L named `name` (VHLO, "add_v1") into `in`,
+ * whose results' shapes are set; throws what it cannot run.  prog_vhlo.c's table `lowerings`
+ * maps names to them; the families of prog_vhlo_ops.c: */
+typedef void (*vh_lower_fn)(lowering* L, prog_insn* in, const char* name);
+void vh_lower_control(lowering* L, prog_insn* in, const char* name);  /* while, case, if, ... */
+void vh_lower_index(lowering* L, prog_insn* in, const char* name);    /* pad, gather, ... */
+void vh_lower_sort(lowering* L, prog_insn* in, const char* name);
+void vh_lower_window(lowering* L, prog_insn* in, const char* name);   /* reduce_window, conv */
+void vh_lower_bits(lowering* L, prog_insn* in, const char* name);     /* is_finite, ... */
+void vh_lower_parts(lowering* L, prog_insn* in, const char* name);    /* real, imag, complex */
+void vh_lower_linalg(lowering* L, prog_insn* in, const char* name);   /* triangular_solve, ... */
+void vh_lower_rng(lowering* L, prog_insn* in, const char* name);
+void vh_lower_dimension_size(lowering* L, prog_insn* in, const char* name);
 
 #endif /* PROG_VHLO_H */

@@ -484,7 +484,8 @@ static void lower_convolution(lowering* L, prog_insn* in) {
 
 /* ---- bits ------------------------------------------------------------------------------- */
 
-static void lower_bits(lowering* L, prog_insn* in, const char* name) {
+/* is_finite, reduce_precision, bitcast_convert */
+void vh_lower_bits(lowering* L, prog_insn* in, const char* name) {
   vh* v = L->v;
   expect_operands(L, 1);
   const prog_shape* a = operand(L, 0);
@@ -523,7 +524,7 @@ static void lower_bits(lowering* L, prog_insn* in, const char* name) {
   }
 }
 
-/* ---- dispatch --------------------------------------------------------------------------- */
+/* ---- the op families (prog_vhlo.c's table `lowerings` maps VHLO names to them) ------- */
 
 /* Qr: a[..., m, n] -> (the Householder vectors below R, taus[..., min(m, n)]);
  * ProductOfElementaryHouseholderReflectors: (a[..., m, n], taus[..., k]) -> Q[..., m, n]. */
@@ -548,7 +549,8 @@ void vh_lower_householder(lowering* L, prog_insn* in, bool qr) {
   in->iarg = qr ? 0 : 1;
 }
 
-bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
+/* while, case, if, composite (a call of its decomposition), optimization_barrier */
+void vh_lower_control(lowering* L, prog_insn* in, const char* name) {
   vh* v = L->v;
   const bc_op* op = L->op;
   if (strcmp(name, "while_v1") == 0) {
@@ -562,37 +564,46 @@ bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
     int f = find_func(v->program, callee);
     if (f < 0) MALFORMED(v, "malformed program: composite of unknown function '%s'", callee);
     in->iarg = f;
-  } else if (strcmp(name, "optimization_barrier_v1") == 0) {
+  } else {  /* optimization_barrier_v1 */
     in->op = OP_IDENTITY;
     check(v, op->num_operands == op->num_results, "optimization_barrier arity");
     for (int k = 0; k < op->num_operands; k++)
       check(v, same_dims(operand(L, k), result(L, k)) && operand(L, k)->dtype == result(L, k)->dtype,
             "optimization_barrier types");
-  } else if (strcmp(name, "pad_v1") == 0) {
-    lower_pad(L, in);
-  } else if (strcmp(name, "dynamic_slice_v1") == 0 || strcmp(name, "dynamic_update_slice_v1") == 0) {
+  }
+}
+
+/* pad, dynamic_slice, dynamic_update_slice, gather, scatter */
+void vh_lower_index(lowering* L, prog_insn* in, const char* name) {
+  if (strcmp(name, "pad_v1") == 0) lower_pad(L, in);
+  else if (strcmp(name, "dynamic_slice_v1") == 0 || strcmp(name, "dynamic_update_slice_v1") == 0)
     lower_dynamic_slice(L, in, name[8] == 'u');
-  } else if (strcmp(name, "gather_v1") == 0 || strcmp(name, "gather_v2") == 0) {
-    lower_gather(L, in);
-  } else if (strcmp(name, "scatter_v1") == 0 || strcmp(name, "scatter_v2") == 0) {
-    lower_scatter(L, in);
-  } else if (strcmp(name, "sort_v1") == 0) {
-    lower_sort(L, in);
-  } else if (strcmp(name, "reduce_window_v1") == 0) {
-    lower_reduce_window(L, in);
-  } else if (strcmp(name, "convolution_v1") == 0) {
-    lower_convolution(L, in);
-  } else if (strcmp(name, "is_finite_v1") == 0 || strcmp(name, "reduce_precision_v1") == 0 ||
-             strcmp(name, "bitcast_convert_v1") == 0) {
-    lower_bits(L, in, name);
-  } else if (strcmp(name, "real_v1") == 0 || strcmp(name, "imag_v1") == 0) {
+  else if (strcmp(name, "gather_v1") == 0 || strcmp(name, "gather_v2") == 0) lower_gather(L, in);
+  else lower_scatter(L, in);  /* scatter_v1, scatter_v2 */
+}
+
+void vh_lower_sort(lowering* L, prog_insn* in, const char* name) {
+  (void)name;
+  lower_sort(L, in);
+}
+
+/* reduce_window, convolution */
+void vh_lower_window(lowering* L, prog_insn* in, const char* name) {
+  if (strcmp(name, "reduce_window_v1") == 0) lower_reduce_window(L, in);
+  else lower_convolution(L, in);
+}
+
+/* real, imag, complex: between complex numbers and their parts */
+void vh_lower_parts(lowering* L, prog_insn* in, const char* name) {
+  vh* v = L->v;
+  if (strcmp(name, "real_v1") == 0 || strcmp(name, "imag_v1") == 0) {
     expect_operands(L, 1);
     const prog_shape* a = operand(L, 0);
     in->op = name[0] == 'r' ? OP_REAL : OP_IMAG;
     prog_dtype part = a->dtype == PROG_C64 ? PROG_F32 : a->dtype == PROG_C128 ? PROG_F64 : a->dtype;
     check(v, same_dims(a, &in->shape) && in->shape.dtype == part && is_float(part),
           "real/imag take complex or float and give the part's type");
-  } else if (strcmp(name, "complex_v1") == 0) {
+  } else {  /* complex_v1 */
     expect_operands(L, 2);
     const prog_shape *a = operand(L, 0), *b = operand(L, 1);
     in->op = OP_COMPLEX;
@@ -600,7 +611,14 @@ bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
                  ((a->dtype == PROG_F32 && in->shape.dtype == PROG_C64) ||
                   (a->dtype == PROG_F64 && in->shape.dtype == PROG_C128)),
           "complex takes two f32 (f64) parts and gives c64 (c128)");
-  } else if (strcmp(name, "triangular_solve_v1") == 0) {
+  }
+}
+
+/* triangular_solve, cholesky, fft */
+void vh_lower_linalg(lowering* L, prog_insn* in, const char* name) {
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  if (strcmp(name, "triangular_solve_v1") == 0) {
     expect_operands(L, 2);
     const prog_shape *a = operand(L, 0), *b = operand(L, 1);
     if (!is_float(b->dtype))
@@ -631,7 +649,7 @@ bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
           "cholesky takes square matrices and gives their type and shape");
     in->op = OP_CHOLESKY;
     in->iarg = attr_bool(v, need(v, op, "lower"));
-  } else if (strcmp(name, "fft_v1") == 0) {
+  } else {  /* fft_v1 */
     expect_operands(L, 1);
     const prog_shape* a = operand(L, 0);
     uint64_t type = attr_enum(v, need(v, op, "fft_type"), VH_FFT_TYPE, "fft type");
@@ -665,39 +683,46 @@ bool vh_lower_more(lowering* L, prog_insn* in, const char* name) {
     in->np[0] = n;
     in->op = OP_FFT;
     in->iarg = (int)type;
-  } else if (strcmp(name, "rng_bit_generator_v1") == 0) {
-    /* the bits XLA:CPU gives (prog_ops_rng.c): a u64[2] state, unsigned integer results */
-    expect_operands(L, 1);
-    check(v, op->num_results == 2, "rng_bit_generator gives a state and the bits");
-    const prog_shape *state = operand(L, 0), *bits = result(L, 1);
-    check(v, same_dims(state, result(L, 0)) && state->dtype == result(L, 0)->dtype,
-          "rng_bit_generator's output state differs from its initial state");
-    if (state->dtype != PROG_U64 || state->rank != 1 || state->dims[0] != 2)
-      UNSUPPORTED(v, "unsupported state %s[%lld] for %s (the device takes u64[2], as jax passes)",
-                  prog_dtype_name(state->dtype), state->rank ? (long long)state->dims[0] : 0LL,
-                  v->op);
-    if (bits->dtype != PROG_U8 && bits->dtype != PROG_U16 && bits->dtype != PROG_U32 &&
-        bits->dtype != PROG_U64)
-      UNSUPPORTED(v, "unsupported element type %s for %s (the device gives u8, u16, u32, u64)",
-                  prog_dtype_name(bits->dtype), v->op);
-    uint64_t algorithm = attr_enum(v, need(v, op, "rng_algorithm"), VH_RNG_ALGORITHM,
-                                   "rng algorithm");
-    if (algorithm > PROG_RNG_PHILOX)
-      UNSUPPORTED(v, "unsupported rng algorithm %llu for %s", (unsigned long long)algorithm, v->op);
-    in->op = OP_RNG_BIT_GENERATOR;
-    in->iarg = algorithm == PROG_RNG_THREE_FRY ? PROG_RNG_THREE_FRY : PROG_RNG_PHILOX;  /* DEFAULT: Philox, as on XLA:CPU */
-  } else if (strcmp(name, "get_dimension_size_v1") == 0) {
-    expect_operands(L, 1);
-    int64_t d = attr_int(v, need(v, op, "dimension"));
-    check(v, d >= 0 && d < operand(L, 0)->rank && in->shape.rank == 0 && in->shape.dtype == PROG_S32,
-          "get_dimension_size");
-    int32_t* size = prog_alloc(v->ctx, 1, sizeof(int32_t));
-    *size = (int32_t)operand(L, 0)->dims[d];
-    in->op = OP_CONSTANT;
-    in->data = size;
-    in->num_in = 0;
-  } else {
-    return false;
   }
-  return true;
+}
+
+void vh_lower_rng(lowering* L, prog_insn* in, const char* name) {
+  (void)name;
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  /* the bits XLA:CPU gives (prog_ops_rng.c): a u64[2] state, unsigned integer results */
+  expect_operands(L, 1);
+  check(v, op->num_results == 2, "rng_bit_generator gives a state and the bits");
+  const prog_shape *state = operand(L, 0), *bits = result(L, 1);
+  check(v, same_dims(state, result(L, 0)) && state->dtype == result(L, 0)->dtype,
+        "rng_bit_generator's output state differs from its initial state");
+  if (state->dtype != PROG_U64 || state->rank != 1 || state->dims[0] != 2)
+    UNSUPPORTED(v, "unsupported state %s[%lld] for %s (the device takes u64[2], as jax passes)",
+                prog_dtype_name(state->dtype), state->rank ? (long long)state->dims[0] : 0LL,
+                v->op);
+  if (bits->dtype != PROG_U8 && bits->dtype != PROG_U16 && bits->dtype != PROG_U32 &&
+      bits->dtype != PROG_U64)
+    UNSUPPORTED(v, "unsupported element type %s for %s (the device gives u8, u16, u32, u64)",
+                prog_dtype_name(bits->dtype), v->op);
+  uint64_t algorithm = attr_enum(v, need(v, op, "rng_algorithm"), VH_RNG_ALGORITHM,
+                                 "rng algorithm");
+  if (algorithm > PROG_RNG_PHILOX)
+    UNSUPPORTED(v, "unsupported rng algorithm %llu for %s", (unsigned long long)algorithm, v->op);
+  in->op = OP_RNG_BIT_GENERATOR;
+  in->iarg = algorithm == PROG_RNG_THREE_FRY ? PROG_RNG_THREE_FRY : PROG_RNG_PHILOX;  /* DEFAULT: Philox, as on XLA:CPU */
+}
+
+void vh_lower_dimension_size(lowering* L, prog_insn* in, const char* name) {
+  (void)name;
+  vh* v = L->v;
+  const bc_op* op = L->op;
+  expect_operands(L, 1);
+  int64_t d = attr_int(v, need(v, op, "dimension"));
+  check(v, d >= 0 && d < operand(L, 0)->rank && in->shape.rank == 0 && in->shape.dtype == PROG_S32,
+        "get_dimension_size");
+  int32_t* size = prog_alloc(v->ctx, 1, sizeof(int32_t));
+  *size = (int32_t)operand(L, 0)->dims[d];
+  in->op = OP_CONSTANT;
+  in->data = size;
+  in->num_in = 0;
 }
