@@ -6,6 +6,8 @@ jax_enable_x64 on, so f64 and s64 inputs stay what they say.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 
@@ -84,6 +86,26 @@ def cases():
         "private_calls": (nested, (f32(3, 3),)),
         **more_cases(),
     }
+
+
+def _scan_grad_step(jnp):
+    """The step of jax's testScanGrad: a carry of 4, a scanned row of 3, a scalar output."""
+    def step(c, a):
+        b = jnp.sum(jnp.sin(a)) + jnp.sum(jnp.sin(c)) + 0.25
+        return jnp.sin(c * b), b
+    return step
+
+
+def _vjp_of_vjp(fn, *args):
+    """check_grads(order=2, modes=["rev"])'s second function: the VJP of the VJP of fn (each
+    at its own output as cotangent)."""
+    import jax
+
+    def vjp_at_output(*a):
+        out, pull = jax.vjp(fn, *a)
+        return pull(out)
+    out, pull = jax.vjp(vjp_at_output, *args)
+    return out, pull(out)
 
 
 def more_cases():
@@ -216,6 +238,15 @@ def more_cases():
         # the corpus is captured through the CPU lowering, a LAPACK custom call there)
         "fft": (lambda x, r: (jnp.fft.fft2(x), jnp.fft.rfft(r), jnp.fft.irfft(jnp.fft.rfft(r))),
                 (f32(4, 6) + 1j * f32(4, 6, seed=1), f32(8, seed=2))),
+        # second-order reverse-mode gradient through lax.scan, as jax's testScanGrad checks it:
+        # unroll=0 (no while loop: the steps unrolled), 1 (a while loop with dynamic_slice /
+        # dynamic_update_slice of the stacked outputs) and 2 (two steps per trip, a remainder
+        # step after the loop); f32 and f64
+        "scan_grad2": (lambda c32, a32, c64, a64: tuple(
+            _vjp_of_vjp(partial(lax.scan, _scan_grad_step(jnp), unroll=u), c, a)
+            for u in (0, 1, 2) for c, a in ((c32, a32), (c64, a64))),
+            (f32(4), f32(5, 3, seed=1), f32(4, seed=2).astype(np.float64),
+             f32(5, 3, seed=3).astype(np.float64))),
         # lax.dce_sink (the custom call checkify uses): the value it keeps is computed, and
         # nothing comes of it
         "dce_sink": (lambda x: (lax.dce_sink(jnp.sin(x) * 2, prevent_mlir_dce=True), x + 1)[1:],
