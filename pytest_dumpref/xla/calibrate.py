@@ -481,6 +481,17 @@ def predict_dump(dump, rates) -> "cost_model.Prediction":
                                    source=str(dump.files.optimized))
 
 
+def model_times(run, fused, plain):
+    """The kernel cost model on a timing's two variants (see :func:`record_model_kernels`):
+    ({"fused", "fused model", "extra", "extra model"} in seconds per call, and the two
+    predictions)."""
+    rates = rates_from(run)
+    pf, pu = predict_dump(fused, rates), predict_dump(plain, rates)
+    times = {"fused": run.variants["fused"].median, "fused model": pf.total_s,
+             "extra": run.difference("fused", "without fusion"), "extra model": pu.total_s - pf.total_s}
+    return times, pf, pu
+
+
 def record_model_kernels(evidence, run, fused, plain) -> dict:
     """Record the kernel cost model on both variants of a timing (``fused``, ``plain``: their
     dumps), its rates from its calibration kernels timed in the same rounds as they (``run``,
@@ -489,8 +500,7 @@ def record_model_kernels(evidence, run, fused, plain) -> dict:
     "fused model") and of the extra time without fusion ("extra", "extra model"), for the
     claim to judge; the tables are one run's, stated and not compared."""
     from ..claims import varies
-    rates = rates_from(run)
-    pf, pu = predict_dump(fused, rates), predict_dump(plain, rates)
+    times, pf, pu = model_times(run, fused, plain)
     rows = []
     for variant, p in (("fused", pf), ("without fusion", pu)):
         # the regime is the larger of the kernel's memory and compute times at this run's rates
@@ -501,8 +511,6 @@ def record_model_kernels(evidence, run, fused, plain) -> dict:
                      "model (us)": varies(round(p.total_s * 1e6, 1))})
     evidence.table("the kernel cost model (pytest_dumpref/xla/cost_model.py) on both variants, at rates "
                    "measured in a run of its own (not compared: one run's)", rows)
-    times = {"fused": run.variants["fused"].median, "fused model": pf.total_s,
-             "extra": run.difference("fused", "without fusion"), "extra model": pu.total_s - pf.total_s}
     evidence.table("the model against that run (not compared: one run's)", [
         {"time per call (us)": "fused program", "measured": varies(round(times["fused"] * 1e6, 1)),
          "model": varies(round(times["fused model"] * 1e6, 1))},

@@ -334,3 +334,31 @@ def test_across_programs_plot_keeps_labels_apart(tmp_path):
     points = [{"name": n, "predicted_us": x, "measured_us": y, "aa_us": 1.0} for n, x, y in zip(names, xs, ys)]
     out = plot_across_programs(points, tmp_path / "p.png")
     assert out.stat().st_size > 0
+
+
+def test_two_timings_never_run_at_once_on_one_machine(tmp_path, monkeypatch):
+    # a timing in another process holds the lock: this one cannot take it until that one ends
+    import fcntl
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # this process's temporary folder
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom pytest_dumpref.timing import one_timing_at_a_time\n"
+         "with one_timing_at_a_time():\n    print('held', flush=True)\n    sys.stdin.readline()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        lock = tmp_path / timing.TIMING_LOCK
+        fd = os.open(lock, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+            assert holder.wait(timeout=60) == 0
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)   # released with its holder
+        finally:
+            os.close(fd)
+        with timing.one_timing_at_a_time():
+            pass
+    finally:
+        holder.kill()
