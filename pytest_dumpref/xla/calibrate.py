@@ -246,8 +246,8 @@ def rates_from(result) -> "cost_model.Rates":
     cold = max((med[timing.STREAM_COLD] - async_ - write) / half, curve[-1][1])
     base.cold_s_per_byte = cold
     base.curve = curve + [((n_cold + 1) * half, cold)]
-    # write-only memory: a broadcast into an output of s bytes, last written one call ago
-    # (its own bytes since: distance s); its 4 KiB input is noise
+    # write-only memory: a broadcast into an output of s bytes, by the size written (the model
+    # reads it so: cost_model's docstring says why); its 4 KiB input is noise
     base.write_curve = [(4.0 * r * ROW, max(med[f"fill {r}"] - async_, 1e-9) / (4.0 * r * ROW))
                         for r in WRITE_ROWS]
     # launch: the unfused chain's extra kernels, less their (tiny, L1) bodies

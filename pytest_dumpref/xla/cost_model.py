@@ -41,8 +41,17 @@ shared with other tenants; pinned single thread):
   fused softmax's last multiply (in place, per the buffer assignment) took 43 us in the
   program (jax.profiler's per-kernel events, fastest of 200 calls), where ``x * v[:, None]``
   into a separate output took 119 us.  Memory a kernel only writes is priced on its own
-  curve (a broadcast into an output of s bytes, distance s): it is near the stream's in the
-  caches and dearer beyond them.
+  curve, a broadcast into an output of s bytes (``calibrate``'s fills), at the bytes the
+  kernel writes, or on the stream's curve at its reuse distance where that is dearer (the
+  line is fetched from where it lies before it is written).  The fills are read at the size
+  written, not at the distance, because on an Intel Xeon (2 MiB L2 a core, 480 MiB L3) their
+  cost per byte rose with the size written (37 ps/B at 8 MiB, 42 at 16, 45 at 24) while the
+  stream over the same distances, its lines in the same L3, stayed at 36-37: what rises is
+  the store stream's own cost, not where its lines were.  The unfused softmax's broadcast
+  writes 4 MiB whose lines were last touched 12 MiB ago; priced on the fills at 12 MiB, the
+  model's extra time came out above the measured by 4 % at the median of 18 runs
+  (measured/model 0.926-1.019), at 4 MiB 0.957-1.035 (six quiet runs, six with a glibc
+  hugepage setting, six beside two CPU burners).
 * The unfused softmax over f32[1024,1024]: the fusion it loses is the last multiply's, which
   becomes a 4 MiB broadcast temporary plus a multiply that reads it.  Per kernel (profiler,
   fastest calls, load average about 3.5): exp kernel 494 us fused, 492-507 unfused; row sum
@@ -189,6 +198,7 @@ class Access:
     nbytes: float
     distance: float = 0.0
     write_only: bool = False      # written by the kernel and not read by it
+    written: float = 0.0          # write-only: all the bytes the kernel only writes (its fill)
 
 
 @dataclass
@@ -342,6 +352,10 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         read = set(segs)
         accesses = [Access(sg, float(sg[2] - sg[1]), write_only=sg not in read)
                     for sg in dict.fromkeys(segs + out)]
+        written = sum(a.nbytes for a in accesses if a.write_only)
+        for a in accesses:
+            if a.write_only:
+                a.written = written
         pages = 0.0
         for s in {s for s in out}:
             if buffers.fresh_per_call(s) and buffers.allocation_size(s) >= MMAP_BYTES:
@@ -423,7 +437,7 @@ class Rates:
     compute: dict                 # class -> seconds per element (per flop for dot, convolution)
     machine: dict = field(default_factory=dict)
     checks: list = field(default_factory=list)
-    # memory a kernel only writes, by reuse distance (a write-only broadcast); empty: `curve`
+    # memory a kernel only writes, by the bytes it writes (a write-only broadcast); empty: `curve`
     write_curve: list = field(default_factory=list)
 
     def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
@@ -440,7 +454,12 @@ class Rates:
         return curve[k - 1][1] + f * (curve[k][1] - curve[k - 1][1])
 
     def access_seconds(self, a: Access) -> float:
-        return a.nbytes * self.seconds_per_byte(a.distance, write_only=a.write_only)
+        if a.write_only and self.write_curve:
+            # the store stream's cost at the size written, or the line's fetch from its
+            # reuse distance where dearer (module docstring)
+            return a.nbytes * max(self.seconds_per_byte(a.written or a.nbytes, write_only=True),
+                                  self.seconds_per_byte(a.distance))
+        return a.nbytes * self.seconds_per_byte(a.distance)
 
     def memory_seconds(self, kernel: Kernel) -> float:
         return sum(self.access_seconds(a) for a in kernel.accesses)

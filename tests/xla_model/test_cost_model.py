@@ -99,6 +99,26 @@ def test_reuse_distance_prices_memory_along_the_measured_curve():
     assert r.seconds_per_byte(1 << 40) == pytest.approx(40e-12)      # and above
 
 
+def test_memory_only_written_is_priced_at_the_size_written_or_its_distance_if_dearer(softmax_files):
+    # the unfused softmax's broadcast writes a 4 MiB temporary (two segments: its first 4 KiB
+    # held the divide's column) whose lines were last touched 12 MiB ago
+    unfused = _analyse(softmax_files[1])
+    bcast = next(k for k in unfused.kernels if k.kind == "loop"
+                 and any(a.write_only and a.nbytes > 4 * MiB - 8192 for a in k.accesses))
+    temp = next(a for a in bcast.accesses if a.write_only and a.nbytes > 4 * MiB - 8192)
+    assert temp.written == 4 * MiB and temp.distance == pytest.approx(12 * MiB, rel=0.01)
+    # a fill's cost rising with its size (2 ps/B at 4 MiB, 9 at 16 MiB), the stream's flat
+    r = _rates(curve=[(1 * MiB, 1e-12), (64 * MiB, 1e-12)],
+               write_curve=[(4 * MiB, 2e-12), (16 * MiB, 9e-12)])
+    assert r.access_seconds(temp) == pytest.approx(temp.nbytes * 2e-12)   # at 4 MiB written, not 12 away
+    # where the line's fetch from its distance is dearer than the fill, that is its price
+    r.curve = [(1 * MiB, 1e-12), (8 * MiB, 30e-12)]
+    assert r.access_seconds(temp) == pytest.approx(temp.nbytes * 30e-12)
+    # a line read as well as written is priced at its distance alone
+    read = next(a for a in bcast.accesses if not a.write_only)
+    assert r.access_seconds(read) == pytest.approx(read.nbytes * r.seconds_per_byte(read.distance))
+
+
 def test_a_missing_rate_is_named_not_guessed(softmax_files):
     program = _analyse(softmax_files[0])
     rates = _rates(compute={c: 1e-10 for c in cost_model.OP_CLASSES if c != "exp"})
