@@ -109,6 +109,10 @@ PJRT_Error* dr_error(PJRT_Error_Code code, const char* fmt, ...)
 PJRT_Error* dr_unimplemented(const char* entry_point);
 /* A copy of (code, message) as a new error; NULL when code is OK. */
 PJRT_Error* dr_error_from(PJRT_Error_Code code, const char* message);
+/* NULL when a struct_size covers the fields up to and including `last_field` (`needed`
+ * bytes), else INVALID_ARGUMENT naming the entry point and the field (error.c). */
+PJRT_Error* dr_check_struct_size(const char* entry_point, const char* last_field,
+                                 size_t given, size_t needed);
 
 /* ---- call trace and knock-out (hooks.c) ------------------------------------------------ */
 
@@ -141,9 +145,6 @@ void dr_trace_note_i64s(const char* key, const int64_t* values, size_t n);
 bool dr_tracing(void);
 /* The answer of a knocked-out entry point: UNIMPLEMENTED, naming it and the variable. */
 PJRT_Error* dr_knocked_out(const char* entry_point);
-/* Whether a struct_size covers the fields up to and including `last_field_end` bytes. */
-PJRT_Error* dr_check_struct_size(const char* entry_point, const char* last_field,
-                                 size_t given, size_t needed);
 
 /* The function a table slot points at (api.c): the call's trace record and the knock-out
  * switch around the implementation `impl`, so no entry point has to remember either. */

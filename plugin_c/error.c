@@ -76,6 +76,14 @@ void dr_Error_Message(PJRT_Error_Message_Args* args) {
   args->message_size = args->error->message_size;
 }
 
+PJRT_Error* dr_check_struct_size(const char* entry_point, const char* last_field, size_t given,
+                                 size_t needed) {
+  if (given >= needed) return NULL;
+  return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
+                  "%s: struct_size is %zu bytes, but the fields up to '%s' need %zu", entry_point,
+                  given, last_field, needed);
+}
+
 PJRT_Error* dr_Error_GetCode(PJRT_Error_GetCode_Args* args) {
   if (args == NULL)
     return dr_error(PJRT_Error_Code_INVALID_ARGUMENT, "PJRT_Error_GetCode: args is NULL");

@@ -206,11 +206,3 @@ bool dr_tracing(void) {
   pthread_once(&once, read_environment);
   return trace_fd >= 0;
 }
-
-PJRT_Error* dr_check_struct_size(const char* entry_point, const char* last_field, size_t given,
-                                 size_t needed) {
-  if (given >= needed) return NULL;
-  return dr_error(PJRT_Error_Code_INVALID_ARGUMENT,
-                  "%s: struct_size is %zu bytes, but the fields up to '%s' need %zu", entry_point,
-                  given, last_field, needed);
-}

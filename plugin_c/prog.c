@@ -1,7 +1,7 @@
 /* prog.c -- the programs family's public face (prog.h): parse, signature queries, free.
- * Parsing is bytecode (prog_bytecode.c) then lowering (prog_vhlo.c), both throwing into the
- * one setjmp here; running is prog_interp.c.  Also the one check both readers make of a
- * dot_general's shapes (prog_check_dot_shapes). */
+ * Parsing is bytecode (prog_bytecode.c) then lowering (prog_vhlo.c), or MLIR text
+ * (prog_text.c), all throwing into the one setjmp here; running is prog_interp.c.  It stands
+ * above the readers and calls into them; nothing below calls it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,71 +78,3 @@ int prog_input_donated(const prog_program* p, int i) {
 
 const char* prog_name(const prog_program* p) { return p->name; }
 uint64_t prog_fingerprint(const prog_program* p) { return p->fingerprint; }
-
-size_t prog_dtype_size(prog_dtype t) {
-  switch (t) {
-    case PROG_PRED: case PROG_S8: case PROG_U8: case PROG_F8E4M3FN: case PROG_F8E5M2:
-    case PROG_S4: case PROG_U4: return 1;
-    case PROG_TOKEN: return 0;
-    case PROG_BF16: case PROG_F16: case PROG_S16: case PROG_U16: return 2;
-    case PROG_S32: case PROG_U32: case PROG_F32: return 4;
-    case PROG_S64: case PROG_U64: case PROG_F64: case PROG_C64: return 8;
-    case PROG_C128: return 16;
-  }
-  return 0;
-}
-
-const char* prog_dtype_name(prog_dtype t) {
-  switch (t) {
-    case PROG_PRED: return "pred";
-    case PROG_S8: return "s8";
-    case PROG_U8: return "u8";
-    case PROG_BF16: return "bf16";
-    case PROG_F16: return "f16";
-    case PROG_S32: return "s32";
-    case PROG_U32: return "u32";
-    case PROG_F32: return "f32";
-    case PROG_S64: return "s64";
-    case PROG_U64: return "u64";
-    case PROG_F64: return "f64";
-    case PROG_S16: return "s16";
-    case PROG_U16: return "u16";
-    case PROG_F8E4M3FN: return "f8E4M3FN";
-    case PROG_F8E5M2: return "f8E5M2";
-    case PROG_C64: return "c64";
-    case PROG_C128: return "c128";
-    case PROG_S4: return "s4";
-    case PROG_U4: return "u4";
-    case PROG_TOKEN: return "token";
-  }
-  return "?";
-}
-
-int64_t prog_shape_elements(const prog_shape* s) {
-  int64_t n = 1;
-  for (int d = 0; d < s->rank; d++) n *= s->dims[d];
-  return n;
-}
-
-void prog_check_dot_shapes(vh* v, const prog_insn* in, const prog_shape* a, const prog_shape* b) {
-  check(v, in->np[0] == in->np[1] && in->np[2] == in->np[3], "dot dimension counts");
-  for (int r = 0; r < in->np[0]; r++)
-    check(v, a->dims[in->p[0][r]] == b->dims[in->p[1][r]], "dot batch sizes differ");
-  for (int r = 0; r < in->np[2]; r++)
-    check(v, a->dims[in->p[2][r]] == b->dims[in->p[3][r]], "dot contracting sizes differ");
-  prog_shape want = {in->shape.dtype, 0, {0}};
-  for (int r = 0; r < in->np[0]; r++) want.dims[want.rank++] = a->dims[in->p[0][r]];
-  for (int side = 0; side < 2; side++) {
-    const prog_shape* s = side == 0 ? a : b;
-    for (int d = 0; d < s->rank; d++) {
-      bool used = false;
-      for (int r = 0; r < in->np[side]; r++) used |= in->p[side][r] == d;
-      for (int r = 0; r < in->np[2 + side]; r++) used |= in->p[2 + side][r] == d;
-      if (!used) {
-        check(v, want.rank < PROG_MAX_RANK, "dot result rank");
-        want.dims[want.rank++] = s->dims[d];
-      }
-    }
-  }
-  check(v, same_dims(&want, &in->shape), "dot result shape");
-}

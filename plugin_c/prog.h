@@ -3,19 +3,27 @@
  * JAX hands PJRT_Client_Compile a StableHLO portable artifact: MLIR bytecode in the `vhlo`
  * dialect (plus `sdy` sharding annotations and source locations); other PJRT clients send
  * StableHLO as MLIR text under the same format "mlir".  This family reads either, one concern
- * per file:
- *   prog_bytecode.c  the MLIR bytecode container: sections, strings, dialects, op names, the
- *                    attribute/type table, and the IR as a generic tree of operations;
- *   prog_vhlo.c      the VHLO meaning of that tree: types, attributes, elementwise, shape,
- *                    dot and reduce ops, functions and regions, lowered to a flat instruction
- *                    list per function (checked up front: anything outside the supported set
- *                    is refused with UNIMPLEMENTED naming it);
+ * per file, each standing above the ones it uses (tests/pjrt_exec/test_c_link_graph.py):
+ *   prog.c           parse, signature queries, free: the top, calling the readers below;
+ *   prog_text.c      MLIR text (pretty or generic form) for the elementwise and shape subset;
+ *   prog_vhlo.c      the VHLO meaning of the bytecode's tree: elementwise, shape, dot and
+ *                    reduce ops, the table of op families, functions and regions, lowered to a
+ *                    flat instruction list per function (checked up front: anything outside the
+ *                    supported set is refused with UNIMPLEMENTED naming it);
  *   prog_vhlo_ops.c  the lowering of control flow, indexing, sort, windows, convolution and
  *                    the bit-level ops;
- *   prog_text.c      MLIR text (pretty or generic form) for the elementwise and shape subset;
- *   prog_interp.c    the interpreter's loop, element types and common kernels, with the rest
- *                    in prog_ops_*.c (control, index, sort, window, misc, complex, matmul,
- *                    rng: rng_bit_generator, linalg: QR and triangular_solve).
+ *   prog_vhlo_attr.c types, attributes and the shape checks every lowering makes;
+ *   prog_bytecode.c  the MLIR bytecode container: sections, strings, dialects, op names, the
+ *                    attribute/type table, and the IR as a generic tree of operations;
+ *   prog_interp.c    the interpreter's loop and common kernels (elementwise, data movement,
+ *                    dot_general, recognised reductions), with the rest in prog_ops_*.c
+ *                    (control, index, sort, window, misc, complex, matmul, fft, rng:
+ *                    rng_bit_generator, linalg: QR, triangular_solve and cholesky);
+ *   prog_rt.c        element loads, stores and conversions, strides: what every kernel uses;
+ *   prog_pool.c      the buffers of values, reused across runs;
+ *   prog_dtype.c     element types and shapes, the bottom.
+ * A region is lowered and run by the files above the families that own it (prog_vhlo.c,
+ * prog_interp.c) through a pointer they set in their context, so no file calls one above it.
  *
  * This header is independent of PJRT (no pjrt_c_api.h), so tests can drive it through cffi.
  * Status codes use PJRT_Error_Code's numbers so the PJRT layer can pass them through unchanged.

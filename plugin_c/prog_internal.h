@@ -272,11 +272,18 @@ RT_ACCESS(uint64_t)
 #define LD(T, p, i) ld_##T((p), (i))
 #define ST(T, p, i, v) st_##T((p), (i), (v))
 
-/* ---- the interpreter's shared pieces (prog_interp.c; kernels in prog_ops_*.c) ------------ */
+/* ---- the interpreter's shared pieces (prog_rt.c; kernels in prog_ops_*.c) ---------------- */
 
-typedef struct {
+typedef struct run_ctx run_ctx;
+struct run_ctx {
   prog_status* status;
-} run_ctx;
+  /* prog_interp.c's runner of a region, set by prog_run: a kernel below it (prog_ops_*.c) runs
+   * its op's regions (a loop body, a comparator, a reduction body) through this, so that it
+   * need not call the file above it. */
+  int (*run_region)(run_ctx* r, const prog_program* p, const prog_func* f,
+                    void* const* parent_vals, const void* const* inputs, void* const* outputs,
+                    int depth);
+};
 
 int rt_fail(run_ctx* r, int code, const char* msg, const char* op);
 /* Buffers of values and kernel temporaries, reused across runs (prog_pool.c): rt_free only
@@ -301,9 +308,12 @@ void rt_strided_copy(size_t esize, int rank, const int64_t* dims, char* dst,
 /* Runs a function or region: parent_vals supplies values 0 .. base-1 of a region. */
 int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* const* parent_vals,
                 const void* const* inputs, void* const* outputs, int depth);
-/* Runs a region on scalar (or small) arguments: a shortcut for per-element bodies. */
-int rt_run_region(run_ctx* r, const prog_program* p, const prog_func* f, void* const* parent_vals,
-                  const void* const* inputs, void* const* outputs, int depth);
+/* Runs a region (one level deeper): through the runner prog_run set in r. */
+static inline int rt_run_region(run_ctx* r, const prog_program* p, const prog_func* f,
+                                void* const* parent_vals, const void* const* inputs,
+                                void* const* outputs, int depth) {
+  return r->run_region(r, p, f, parent_vals, inputs, outputs, depth);
+}
 
 /* kernels of prog_ops_*.c; each returns PROG_OK or fails through rt_fail */
 int rt_control(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,

@@ -1,10 +1,13 @@
-/* prog_vhlo.h -- what the two lowering files share: prog_vhlo.c (types, attributes, the
- * elementwise/shape/dot/reduce ops, functions and regions) and prog_vhlo_ops.c (control flow,
- * indexing, sort, windows, convolution and the other ops with many attributes). */
+/* prog_vhlo.h -- what the lowering files share: prog_vhlo_attr.c (types, attributes and the
+ * checks, below the others), prog_vhlo_ops.c (control flow, indexing, sort, windows,
+ * convolution and the other ops with many attributes) and prog_vhlo.c (the elementwise, shape,
+ * dot and reduce ops, the table of families, functions and regions, above the others). */
 #ifndef PROG_VHLO_H
 #define PROG_VHLO_H
 
 #include "prog_internal.h"
+
+typedef struct lowering lowering;
 
 typedef struct {
   prog_ctx* ctx;
@@ -12,6 +15,9 @@ typedef struct {
   int builtin, vhlo;
   prog_program* program;
   const char* op;   /* the op being lowered, for messages */
+  /* prog_vhlo.c's lowering of a region, set by vh_lower: a family below it (prog_vhlo_ops.c)
+   * lowers its op's regions through this, so that it need not call the file above it. */
+  void (*lower_region)(lowering* L, prog_insn* in, const bc_region* r, prog_func* sub);
 } vh;
 
 #define FAIL(V, code, ...) prog_fail((V)->ctx, code, __VA_ARGS__)
@@ -23,12 +29,12 @@ enum { VH_ARRAY = 1, VH_BOOL = 2, VH_CMP_DIR = 3, VH_CMP_TYPE = 4, VH_DICT = 6, 
        VH_INTEGER = 9, VH_PRECISION = 11, VH_RNG_ALGORITHM = 12, VH_STRING = 14, VH_TENSOR = 15, VH_TRANSPOSE = 16, VH_TYPE = 17 };
 
 /* The op being lowered, in the function (or region) being built. */
-typedef struct {
+struct lowering {
   vh* v;
   prog_func* f;
   const bc_op* op;
   bool* defined;     /* per value of f: defined before this op */
-} lowering;
+};
 
 /* popcnt on s4: XLA:CPU counts the bits of the sign-extended byte (popcnt(-1) = 8, which
  * wraps to -8), the StableHLO spec the 4 bits (4).  Rather than give numbers that differ from
@@ -37,8 +43,12 @@ typedef struct {
   "unsupported element type s4 for %s (XLA:CPU counts the bits of the sign-extended byte, " \
   "StableHLO the 4 bits; the dumpref device refuses rather than differ from either)"
 
-/* attributes */
+/* attributes (prog_vhlo_attr.c) */
 const char* attr_string(vh* v, int i);
+const char* string_at(vh* v, bc_cursor* c);   /* a string-table index read at c */
+/* A vhlo attribute's code and a cursor after it, without throwing: false for entries of other
+ * dialects or in textual form. */
+bool peek_vhlo_attr(vh* v, int i, uint64_t* code, bc_cursor* c);
 int op_attr(vh* v, const bc_op* op, const char* name);  /* -1 when absent */
 int need(vh* v, const bc_op* op, const char* name);     /* malformed when absent */
 int64_t attr_int(vh* v, int i);
@@ -69,7 +79,10 @@ void prog_check_dot_shapes(vh* v, const prog_insn* in, const prog_shape* lhs, co
 
 /* Lowers region `r` of the current op into `sub`: a function over the enclosing function's
  * values (captured) and the region's block arguments.  Records what it captures in `in`. */
-void vh_lower_region(lowering* L, prog_insn* in, const bc_region* r, prog_func* sub);
+static inline void vh_lower_region(lowering* L, prog_insn* in, const bc_region* r,
+                                   prog_func* sub) {
+  L->v->lower_region(L, in, r, sub);
+}
 /* The RED_* kind of a region that is one binary op of its two arguments, else RED_GENERIC. */
 int vh_region_kind(vh* v, const prog_func* sub);
 

@@ -10,10 +10,13 @@ any circle.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "pytest_dumpref"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, also when run as a script
+from graph_circles import circles  # noqa: E402
 
+PACKAGE = Path(__file__).resolve().parents[2] / "pytest_dumpref"
 
 
 def module_names(package: Path = PACKAGE) -> dict:
@@ -44,38 +47,6 @@ def import_graph(package: Path = PACKAGE) -> dict:
                 continue
             graph[name].update(t for t in targets if t in modules and t != name)
     return graph
-
-
-def circles(graph: dict) -> list:
-    """The strongly connected components of more than one module (Tarjan), each sorted."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return sorted(found)
 
 
 def test_the_package_has_no_import_circle():
