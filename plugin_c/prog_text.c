@@ -437,6 +437,140 @@ static void attr_dict(tx* t, op_args* a) {
   }
 }
 
+/* The ops the text reader lowers besides the elementwise ones of prog_ops_table.h, each
+ * checking its operands and attributes and filling `in` (whose results are typed). */
+typedef void (*text_lower_fn)(tx* t, prog_insn* in, const op_args* a);
+
+static const prog_shape* operand0(tx* t, const op_args* a) {
+  return a->num_in > 0 ? &t->f->values[a->in[0]] : NULL;
+}
+
+static void text_constant(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  in->op = OP_CONSTANT;
+  check(v, a->has_dense && a->num_in == 0 && same_dims(&a->dense_shape, &in->shape) &&
+               a->dense_shape.dtype == in->shape.dtype, "constant value and type differ");
+  in->data = a->dense;
+}
+
+static void text_convert(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  const prog_shape* x = operand0(t, a);
+  in->op = OP_CONVERT;
+  check(v, a->num_in == 1 && same_dims(x, &in->shape), "convert shapes");
+}
+
+static void text_reshape(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  const prog_shape* x = operand0(t, a);
+  in->op = OP_RESHAPE;
+  check(v, a->num_in == 1 && prog_shape_elements(x) == prog_shape_elements(&in->shape) &&
+               x->dtype == in->shape.dtype, "reshape changes the element count or type");
+}
+
+static void text_broadcast_in_dim(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  const prog_shape* x = operand0(t, a);
+  in->op = OP_BROADCAST;
+  check(v, a->num_in == 1 && a->nlist[0] == x->rank && x->dtype == in->shape.dtype, "broadcast operand");
+  memcpy(in->p[0], a->lists[0], sizeof a->lists[0]);
+  in->np[0] = a->nlist[0];
+  check_dims_list(v, in->p[0], in->np[0], in->shape.rank, true);
+  for (int d = 0; d < x->rank; d++)
+    check(v, x->dims[d] == 1 || x->dims[d] == in->shape.dims[in->p[0][d]], "broadcast sizes");
+}
+
+static void text_transpose(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  const prog_shape* x = operand0(t, a);
+  in->op = OP_TRANSPOSE;
+  check(v, a->num_in == 1 && a->nlist[0] == x->rank && x->rank == in->shape.rank &&
+               x->dtype == in->shape.dtype, "transpose permutation");
+  memcpy(in->p[0], a->lists[0], sizeof a->lists[0]);
+  in->np[0] = a->nlist[0];
+  check_dims_list(v, in->p[0], in->np[0], x->rank, true);
+  for (int d = 0; d < x->rank; d++) check(v, in->shape.dims[d] == x->dims[in->p[0][d]], "transpose shape");
+}
+
+static void text_iota(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  in->op = OP_IOTA;
+  check(v, a->num_in == 0 && a->iota_dim >= 0 && a->iota_dim < in->shape.rank, "iota dimension");
+  check(v, in->shape.dtype != PROG_PRED && is_arithmetic(in->shape.dtype), "iota type");
+  in->iarg = (int)a->iota_dim;
+}
+
+static void text_compare(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  prog_func* f = t->f;
+  const prog_shape* x = operand0(t, a);
+  in->op = OP_COMPARE;
+  check(v, a->num_in == 2 && a->cmp >= 0 && in->shape.dtype == PROG_PRED, "compare");
+  const prog_shape* y = &f->values[a->in[1]];
+  check(v, same_dims(x, &in->shape) && same_dims(y, &in->shape) && x->dtype == y->dtype &&
+               is_arithmetic(x->dtype), "compare operands");
+  in->iarg = a->cmp;
+}
+
+static void text_select(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  prog_func* f = t->f;
+  const prog_shape* x = operand0(t, a);
+  in->op = OP_SELECT;
+  check(v, a->num_in == 3, "select operands");
+  const prog_shape *tr = &f->values[a->in[1]], *fa = &f->values[a->in[2]];
+  check(v, x->dtype == PROG_PRED && (x->rank == 0 || same_dims(x, &in->shape)) &&
+               same_dims(tr, &in->shape) && same_dims(fa, &in->shape) &&
+               tr->dtype == in->shape.dtype && fa->dtype == in->shape.dtype, "select types");
+}
+
+static void text_dot_general(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  prog_func* f = t->f;
+  const prog_shape* x = operand0(t, a);
+  in->op = OP_DOT;
+  check(v, a->num_in == 2, "dot_general operands");
+  const prog_shape* y = &f->values[a->in[1]];
+  for (int r = 0; r < 4; r++) {
+    memcpy(in->p[r], a->lists[r], sizeof a->lists[r]);
+    in->np[r] = a->nlist[r];
+    check_dims_list(v, in->p[r], in->np[r], (r % 2 == 0 ? x : y)->rank, true);
+  }
+  for (int r = 0; r < 3; r++) {
+    prog_dtype dt = r == 0 ? x->dtype : r == 1 ? y->dtype : in->shape.dtype;
+    check(v, is_arithmetic(dt) && dt != PROG_PRED, "dot element type");
+  }
+  prog_check_dot_shapes(v, in, x, y);
+}
+
+static void text_call(tx* t, prog_insn* in, const op_args* a) {
+  vh* v = &t->v;
+  in->op = OP_CALL;
+  int callee = a->callee ? find_func(t->v.program, a->callee) : -1;
+  if (callee < 0) MALFORMED(v, "malformed MLIR text at line %d: call of unknown function", t->line);
+  in->iarg = callee;
+}
+
+static const struct {
+  const char* name;   /* without "stablehlo." */
+  text_lower_fn lower;
+} text_ops[] = {
+    {"constant", text_constant},   {"convert", text_convert},
+    {"reshape", text_reshape},     {"broadcast_in_dim", text_broadcast_in_dim},
+    {"transpose", text_transpose}, {"iota", text_iota},
+    {"compare", text_compare},     {"select", text_select},
+    {"dot_general", text_dot_general},
+};
+
+/* The lowering of op `full` (`name`: without "stablehlo."), or NULL when it is not one of
+ * text_ops (an elementwise op, or unsupported).  A call is func.call, or call. */
+static text_lower_fn text_lowering(const char* full, const char* name) {
+  if (!strcmp(full, "func.call") || !strcmp(full, "call")) return text_call;
+  for (size_t k = 0; k < sizeof text_ops / sizeof text_ops[0]; k++)
+    if (!strcmp(text_ops[k].name, name)) return text_ops[k].lower;
+  return NULL;
+}
+
 /* Lowers one op into the next instruction.  `res` are the result names. */
 static void text_op(tx* t, const char** res, int nres) {
   prog_func* f = t->f;
@@ -451,12 +585,8 @@ static void text_op(tx* t, const char** res, int nres) {
   char vname[80];
   snprintf(vname, sizeof vname, "%s_v1", name);
   int ar = 0, code = vh_elementwise(vname, &ar);
-  bool known = code >= 0 || !strcmp(name, "constant") || !strcmp(name, "convert") ||
-               !strcmp(name, "reshape") || !strcmp(name, "broadcast_in_dim") ||
-               !strcmp(name, "transpose") || !strcmp(name, "iota") || !strcmp(name, "compare") ||
-               !strcmp(name, "select") || !strcmp(name, "dot_general") || !strcmp(full, "func.call") ||
-               !strcmp(full, "call");
-  if (!known)
+  text_lower_fn lower = code >= 0 ? NULL : text_lowering(full, name);
+  if (code < 0 && lower == NULL)
     TFAIL(t, PROG_UNIMPLEMENTED, "unsupported op %s at line %d of the MLIR text (the text reader "
           "runs elementwise and shape ops; send the portable artifact for the rest)", full, t->line);
   /* operands and attributes, up to the ':' of the type */
@@ -470,7 +600,7 @@ static void text_op(tx* t, const char** res, int nres) {
       expect(t, ")");
     }
   } else {
-    if (!strcmp(full, "func.call") || !strcmp(full, "call")) {
+    if (lower == text_call) {
       expect(t, "@");
       a.callee = symbol(t);
       expect(t, "(");
@@ -534,8 +664,7 @@ static void text_op(tx* t, const char** res, int nres) {
   for (int k = 0; k < nout; k++) new_value(t, res[k], outs[k]);
   in->shape = outs[0];
   vh* v = &t->v;
-  const prog_shape* x = a.num_in > 0 ? &f->values[a.in[0]] : NULL;
-  if (strcmp(name, "call") != 0 && strcmp(full, "func.call") != 0 && nout != 1)
+  if (lower != text_call && nout != 1)
     TFAIL(t, PROG_UNIMPLEMENTED, "unsupported: %s with %d results", full, nout);
   if (code >= 0) {
     in->op = (prog_opcode)code;
@@ -552,72 +681,8 @@ static void text_op(tx* t, const char** res, int nres) {
         (!bits && !any && !is_float(in->shape.dtype)))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(in->shape.dtype), full);
     if ((allowed & EW_NO_S4) && in->shape.dtype == PROG_S4) UNSUPPORTED(v, S4_POPCNT_REFUSED, full);
-  } else if (!strcmp(name, "constant")) {
-    in->op = OP_CONSTANT;
-    check(v, a.has_dense && a.num_in == 0 && same_dims(&a.dense_shape, &in->shape) &&
-                 a.dense_shape.dtype == in->shape.dtype, "constant value and type differ");
-    in->data = a.dense;
-  } else if (!strcmp(name, "convert")) {
-    in->op = OP_CONVERT;
-    check(v, a.num_in == 1 && same_dims(x, &in->shape), "convert shapes");
-  } else if (!strcmp(name, "reshape")) {
-    in->op = OP_RESHAPE;
-    check(v, a.num_in == 1 && prog_shape_elements(x) == prog_shape_elements(&in->shape) &&
-                 x->dtype == in->shape.dtype, "reshape changes the element count or type");
-  } else if (!strcmp(name, "broadcast_in_dim")) {
-    in->op = OP_BROADCAST;
-    check(v, a.num_in == 1 && a.nlist[0] == x->rank && x->dtype == in->shape.dtype, "broadcast operand");
-    memcpy(in->p[0], a.lists[0], sizeof a.lists[0]);
-    in->np[0] = a.nlist[0];
-    check_dims_list(v, in->p[0], in->np[0], in->shape.rank, true);
-    for (int d = 0; d < x->rank; d++)
-      check(v, x->dims[d] == 1 || x->dims[d] == in->shape.dims[in->p[0][d]], "broadcast sizes");
-  } else if (!strcmp(name, "transpose")) {
-    in->op = OP_TRANSPOSE;
-    check(v, a.num_in == 1 && a.nlist[0] == x->rank && x->rank == in->shape.rank &&
-                 x->dtype == in->shape.dtype, "transpose permutation");
-    memcpy(in->p[0], a.lists[0], sizeof a.lists[0]);
-    in->np[0] = a.nlist[0];
-    check_dims_list(v, in->p[0], in->np[0], x->rank, true);
-    for (int d = 0; d < x->rank; d++) check(v, in->shape.dims[d] == x->dims[in->p[0][d]], "transpose shape");
-  } else if (!strcmp(name, "iota")) {
-    in->op = OP_IOTA;
-    check(v, a.num_in == 0 && a.iota_dim >= 0 && a.iota_dim < in->shape.rank, "iota dimension");
-    check(v, in->shape.dtype != PROG_PRED && is_arithmetic(in->shape.dtype), "iota type");
-    in->iarg = (int)a.iota_dim;
-  } else if (!strcmp(name, "compare")) {
-    in->op = OP_COMPARE;
-    check(v, a.num_in == 2 && a.cmp >= 0 && in->shape.dtype == PROG_PRED, "compare");
-    const prog_shape* y = &f->values[a.in[1]];
-    check(v, same_dims(x, &in->shape) && same_dims(y, &in->shape) && x->dtype == y->dtype &&
-                 is_arithmetic(x->dtype), "compare operands");
-    in->iarg = a.cmp;
-  } else if (!strcmp(name, "select")) {
-    in->op = OP_SELECT;
-    check(v, a.num_in == 3, "select operands");
-    const prog_shape *tr = &f->values[a.in[1]], *fa = &f->values[a.in[2]];
-    check(v, x->dtype == PROG_PRED && (x->rank == 0 || same_dims(x, &in->shape)) &&
-                 same_dims(tr, &in->shape) && same_dims(fa, &in->shape) &&
-                 tr->dtype == in->shape.dtype && fa->dtype == in->shape.dtype, "select types");
-  } else if (!strcmp(name, "dot_general")) {
-    in->op = OP_DOT;
-    check(v, a.num_in == 2, "dot_general operands");
-    const prog_shape* y = &f->values[a.in[1]];
-    for (int r = 0; r < 4; r++) {
-      memcpy(in->p[r], a.lists[r], sizeof a.lists[r]);
-      in->np[r] = a.nlist[r];
-      check_dims_list(v, in->p[r], in->np[r], (r % 2 == 0 ? x : y)->rank, true);
-    }
-    for (int r = 0; r < 3; r++) {
-      prog_dtype dt = r == 0 ? x->dtype : r == 1 ? y->dtype : in->shape.dtype;
-      check(v, is_arithmetic(dt) && dt != PROG_PRED, "dot element type");
-    }
-    prog_check_dot_shapes(v, in, x, y);
-  } else {  /* call */
-    in->op = OP_CALL;
-    int callee = a.callee ? find_func(t->v.program, a.callee) : -1;
-    if (callee < 0) MALFORMED(v, "malformed MLIR text at line %d: call of unknown function", t->line);
-    in->iarg = callee;
+  } else {
+    lower(t, in, &a);
   }
   for (int k = 0; k < nout; k++) t->defined[in->out + k] = true;
 }
