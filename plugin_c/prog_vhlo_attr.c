@@ -50,7 +50,17 @@ const char* attr_string(vh* v, int i) {
   if (e->dialect == v->builtin) {
     uint64_t code = attr_code(v, i, v->builtin, &c);
     if (code == BUILTIN_STRING) return string_at(v, &c);
-    if (code == BUILTIN_FLAT_SYMBOL) return attr_string(v, (int)bc_varint(&c));
+    /* A flat symbol reference names a string attribute; read it here rather than recursing,
+     * since a reference to itself (or a chain of them) would recurse until the stack ran out
+     * (libFuzzer: tests/pjrt_exec/corpus/flat-symbol-refers-to-itself.bin). */
+    if (code == BUILTIN_FLAT_SYMBOL) {
+      uint64_t j = bc_varint(&c);
+      if (j >= (uint64_t)v->m->num_attrs)
+        MALFORMED(v, "malformed bytecode: attribute index %llu", (unsigned long long)j);
+      if (attr_code(v, (int)j, v->builtin, &c) != BUILTIN_STRING)
+        UNSUPPORTED(v, "expected a flat symbol reference to a string attribute in %s", v->op);
+      return string_at(v, &c);
+    }
     UNSUPPORTED(v, "expected a string attribute in %s (builtin code %llu)", v->op,
                 (unsigned long long)code);
   }
