@@ -28,6 +28,9 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   operation's own cost (exp, tanh, log, divide, sqrt, rsqrt), and the YNNPACK reductions
   XLA:CPU calls, each timed over f32[128, 1024] and f32[1024, 1024]: the rate is the slope
   between the two (``rates_from`` says why); dot and convolution per flop, less the dispatch.
+* **one-op loop kernels**: ``x * y`` over f32[32, 1024] and f32[128, 1024] (all three arrays
+  in the level-2 cache), the slope between the two per element: the floor of a kernel the
+  fusion-wrapper made of one elementwise instruction (``cost_model``'s docstring says why).
 * **the same speed for every kernel**: the plan spreads each kernel's calls of a round over
   ``passes`` passes through the round (``timing.TimingPlan.passes``; the worker says why:
   this machine's vector units run at two speeds, in stretches longer than ten calls).
@@ -51,6 +54,7 @@ ROW = 1024                                    # every calibration array is f32[r
 CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 COMPUTE_ROWS = 128                            # 512 KiB an array: input and output in L2 (1 MiB)
 COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the programs studied
+ONE_OP_ROWS = (32, 128)                       # x * y, 3 arrays of 128-512 KiB: in L2 (1 MiB)
 CHECK_ROWS = (256, 1024, 2048)
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
@@ -175,6 +179,8 @@ def _variants() -> dict:
                            ("sqrt", (c,)), ("rsqrt", (c,)), ("select", (c, c)),
                            ("integer", (("int32", (rows, ROW)),) * 2), ("rowsum", (c,)), ("colsum", (c,))):
             v[f"compute {name}{suffix}"] = (f"k_{name}", args, {})
+    for r in ONE_OP_ROWS:
+        v[f"one-op {r}"] = ("k_mul", (_rows(r), _rows(r)), {})
     v["compute dot"] = ("k_dot", ((F32, (512, 512)), (F32, (512, 512))), {})
     v["compute conv"] = ("k_conv", ((F32, (4, 32, 32, 64)), (F32, (3, 3, 64, 64))), {})
     return v
@@ -297,6 +303,14 @@ def rates_from(result) -> "cost_model.Rates":
         if counts.get(cls, 0) <= 0:
             raise RuntimeError(f"calibration kernel for {cls!r} has no {cls} operation: {counts}")
         compute[cls] = max(body - others, 1e-12) / counts[cls]
+    # a one-op loop kernel's cost per element (cost_model's docstring): x * y, the slope
+    # between two sizes whose arrays stay in the level-2 cache, so that neither the call's
+    # fixed cost nor memory time enters it (it is the larger of this and the memory time)
+    small, large = (f"one-op {r}" for r in ONE_OP_ROWS)
+    elements = [max(k.one_op for k in _census(v[n].hlo_text).kernels) for n in (small, large)]
+    if not elements[1] > elements[0] > 0:
+        raise RuntimeError(f"calibration: x * y compiled to no one-op loop kernel ({elements})")
+    compute[cost_model.ONE_OP] = max(med[large] - med[small], 1e-12) / (elements[1] - elements[0])
     base.compute = compute
     return base
 

@@ -119,6 +119,26 @@ def test_memory_only_written_is_priced_at_the_size_written_or_its_distance_if_de
     assert r.access_seconds(read) == pytest.approx(read.nbytes * r.seconds_per_byte(read.distance))
 
 
+def test_a_one_op_loop_kernel_costs_at_least_its_elements_at_the_one_op_rate(softmax_files):
+    # unfused, the softmax's last multiply is a loop fusion of one instruction (the
+    # fusion-wrapper's wrapped_multiply); fused, the multiply shares its kernel with the
+    # broadcast, and no kernel of the fused program is a one-op loop
+    fused, unfused = (_analyse(p) for p in softmax_files)
+    last = unfused.kernels[-1]
+    assert last.name == "wrapped_multiply" and last.one_op == 1024 * 1024
+    assert [k.name for k in unfused.kernels if k.one_op] == ["wrapped_divide", "wrapped_multiply"]
+    assert not any(k.one_op for k in fused.kernels)
+    # the larger of its operations' cost and the floor, not their sum
+    r = _rates(compute={**{c: 1e-12 for c in cost_model.OP_CLASSES}, cost_model.ONE_OP: 3e-10})
+    assert r.compute_seconds(last) == (pytest.approx(1024 * 1024 * 3e-10), cost_model.ONE_OP)
+    r.compute[cost_model.ONE_OP] = 1e-13
+    assert r.compute_seconds(last) == (pytest.approx(1024 * 1024 * 1e-12), "cheap")
+    # rates measured before the floor existed are refused by name
+    del r.compute[cost_model.ONE_OP]
+    with pytest.raises(CostModelError, match=r"wrapped_multiply: .*one-op loop .*run calibrate again"):
+        r.compute_seconds(last)
+
+
 def test_a_missing_rate_is_named_not_guessed(softmax_files):
     program = _analyse(softmax_files[0])
     rates = _rates(compute={c: 1e-10 for c in cost_model.OP_CLASSES if c != "exp"})

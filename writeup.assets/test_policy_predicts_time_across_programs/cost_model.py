@@ -19,7 +19,10 @@ worker:
   Without a buffer assignment, every instruction gets its own buffer.
 * *compute*: per operation class (cheap float ops, compare/select, integer, exp, tanh, log,
   divide, sqrt, rsqrt, reduce, dot and convolution flops) its element count times the
-  measured seconds per element.  An operation with no measured rate (reduce-window, sort,
+  measured seconds per element; and for a **one-op loop kernel** (a loop fusion of a single
+  elementwise instruction, as the fusion-wrapper pass makes of every instruction the fusion
+  pass left alone) at least its elements times the measured cost of an element of such a
+  kernel (``ONE_OP``), whatever its operation: the larger of the two.  An operation with no measured rate (reduce-window, sort,
   scatter, a custom call...) is refused by name, and so is a while loop: nothing is guessed.
 * *page faults*: an output or temporary of 32 MiB or more is mapped afresh on every call by
   glibc (``timing.ALLOCATOR_ENV``), and its pages are faulted in: pages x measured seconds.
@@ -69,6 +72,20 @@ shared with other tenants; pinned single thread):
   The loop kernels' memory is what the model under-prices, by about a third at that load;
   the YNNPACK kernels' times moved by 40-90 us a call between two processes of the same
   variant, which one sampled run each cannot resolve.  Not modelled yet.
+* One-op loop kernels, a cost per element of their own: XLA:CPU emits them by another path
+  than its multi-op loop fusions (the dump names their object files
+  ``__compute_module_wrapped_multiply`` where a fused kernel's is
+  ``broadcast_multiply_fusion_kernel_module``), whose loop saves and restores the stack and
+  copies each 16-float vector through the stack.  On an AMD EPYC (Zen 5, L3 32 MiB; the
+  stream ``y = 2x`` at 100 GB/s) ``x * y`` over f32[256|1024|2048, 1024] took 0.375, 0.340 and
+  0.360 ns an element, where the memory curve predicted 0.23, 0.21 and 0.29 (1.64, 1.58 and
+  1.26 times less), and ``exp``, ``tanh``, ``log`` and ``divide`` kernels of one op took
+  0.36, 0.36, 0.36 and 0.34: one floor, whatever the operation, that no memory rate
+  explains.  It was the unfused programs' missing time: the softmax's extra time was 3.3 times
+  the model's without it (its ``wrapped_multiply``: 1,048,576 elements, priced on memory at
+  93 us).  On an Intel Xeon whose stream ran at 26 GB/s the same kernels were bound by
+  memory, which hid it.  The floor is measured on ``x * y`` over arrays that stay in the
+  level-2 cache (calibrate's ``one-op`` kernels), so that no memory time enters it.
 * Two speeds: the vector units of the machine this was measured on ran an AVX loop at two
   speeds (70 us or 100-110 us over 16 KiB) in stretches of milliseconds to hundreds of
   milliseconds, set by whatever shares the physical core; a scalar loop ran at one speed.
@@ -128,7 +145,12 @@ _SELECT = frozenset({"compare", "select"})
 _NAMED = {"exponential": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt"}
 # The classes the calibration measures; any other operation is refused by name.
 OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
-              "reduce (across rows)", "dot", "convolution")
+              "reduce (across rows)", "dot", "convolution", "one-op loop")
+# The per-element floor of a one-op loop kernel (module docstring): a rate of Rates.compute,
+# not an operation's class; a kernel's count of it is in Kernel.one_op.
+ONE_OP = "one-op loop"
+# Inside a fusion, instructions that are not the kernel's one operation.
+_NOT_AN_OP = frozenset({"parameter", "constant", "bitcast"})
 _TRANSCENDENTAL = frozenset({"exp", "tanh", "log", "sqrt", "rsqrt"})
 _REFUSED_CONTROL = frozenset({"while", "conditional", "call", "async-start", "async-done"})
 
@@ -210,6 +232,7 @@ class Kernel:
     unknown: list                 # opcodes with no rate
     accesses: list
     fault_pages: float = 0.0
+    one_op: float = 0.0           # a one-op loop kernel: its elements (module docstring)
 
     @property
     def nbytes(self) -> float:
@@ -338,6 +361,11 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                 unknown.append("strided slice" if i.opcode == "slice" else i.opcode)
             elif cls is not None:
                 ops[cls] = ops.get(cls, 0) + n
+        one_op = 0.0
+        if kind == "loop":
+            computing = [i for i in body if i.opcode not in _NOT_AN_OP]
+            if len(computing) == 1 and op_class(comp, computing[0])[0] not in (None, "?"):
+                one_op = float(computing[0].shape.element_count)
         if op == "custom-call":
             unknown.append(f"custom-call {inst.attrs.get('custom_call_target', '?')}")
         if unknown:
@@ -360,7 +388,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         for s in {s for s in out}:
             if buffers.fresh_per_call(s) and buffers.allocation_size(s) >= MMAP_BYTES:
                 pages += (s[2] - s[1]) / PAGE
-        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages))
+        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op))
     _reuse_distances(kernels)
     return ProgramCost(module.name, kernels, refused, source)
 
@@ -467,13 +495,18 @@ class Rates:
     def compute_seconds(self, kernel: Kernel) -> tuple:
         """(seconds, class that costs most)."""
         missing = [c for c in kernel.ops if c not in self.compute]
+        if kernel.one_op and ONE_OP not in self.compute:
+            missing.append(f"{ONE_OP} (rates older than the model: run calibrate again)")
         if missing:
             raise CostModelError(f"{kernel.name}: the rates have no measured rate for {', '.join(missing)}")
         parts = {c: n * self.compute[c] for c, n in kernel.ops.items()}
+        total = sum(parts.values())
+        if kernel.one_op and kernel.one_op * self.compute[ONE_OP] > total:
+            return kernel.one_op * self.compute[ONE_OP], ONE_OP      # the larger of the two
         if not parts:
             return 0.0, ""
         top = max(parts, key=lambda c: parts[c])
-        return sum(parts.values()), top
+        return total, top
 
     def level(self, distance: float) -> str:
         caches = sorted((c["bytes"], c["level"]) for c in self.machine.get("caches", [])
