@@ -22,8 +22,9 @@ worker:
   measured seconds per element; and for a **one-op loop kernel** (a loop fusion of a single
   elementwise instruction, as the fusion-wrapper pass makes of every instruction the fusion
   pass left alone) at least its elements times the measured cost of an element of such a
-  kernel (``ONE_OP``), whatever its operation: the larger of the two.  An operation with no measured rate (reduce-window, sort,
-  scatter, a custom call...) is refused by name, and so is a while loop: nothing is guessed.
+  kernel (``ONE_OP``), whatever its operation: the larger of the two.  An operation with no
+  measured rate (reduce-window, sort, scatter, a custom call...) is refused by name, and so
+  is a while loop: nothing is guessed.
 * *page faults*: an output or temporary of 32 MiB or more is mapped afresh on every call by
   glibc (``timing.ALLOCATOR_ENV``), and its pages are faulted in: pages x measured seconds.
 
@@ -143,12 +144,12 @@ _INTEGER_ONLY = frozenset({"and", "or", "xor", "not", "shift-left", "shift-right
                            "shift-right-arithmetic", "popcnt", "count-leading-zeros"})
 _SELECT = frozenset({"compare", "select"})
 _NAMED = {"exponential": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt"}
-# The classes the calibration measures; any other operation is refused by name.
-OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
-              "reduce (across rows)", "dot", "convolution", "one-op loop")
 # The per-element floor of a one-op loop kernel (module docstring): a rate of Rates.compute,
 # not an operation's class; a kernel's count of it is in Kernel.one_op.
 ONE_OP = "one-op loop"
+# The classes the calibration measures; any other operation is refused by name.
+OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
+              "reduce (across rows)", "dot", "convolution", ONE_OP)
 # Inside a fusion, instructions that are not the kernel's one operation.
 _NOT_AN_OP = frozenset({"parameter", "constant", "bitcast"})
 _TRANSCENDENTAL = frozenset({"exp", "tanh", "log", "sqrt", "rsqrt"})
@@ -501,8 +502,9 @@ class Rates:
             raise CostModelError(f"{kernel.name}: the rates have no measured rate for {', '.join(missing)}")
         parts = {c: n * self.compute[c] for c, n in kernel.ops.items()}
         total = sum(parts.values())
-        if kernel.one_op and kernel.one_op * self.compute[ONE_OP] > total:
-            return kernel.one_op * self.compute[ONE_OP], ONE_OP      # the larger of the two
+        floor = kernel.one_op * self.compute[ONE_OP] if kernel.one_op else 0.0
+        if floor > total:
+            return floor, ONE_OP                                     # the larger of the two
         if not parts:
             return 0.0, ""
         top = max(parts, key=lambda c: parts[c])
