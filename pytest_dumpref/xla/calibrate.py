@@ -25,12 +25,17 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   call, ``timing.ALLOCATOR_ENV``): its time beyond the curve's, per 4 KiB page.
 * **compute**: per element and operation class, from kernels made compute-bound by
   chaining the class's operation (cheap float ops, compare/select, integer ops) or by the
-  operation's own cost (exp, tanh, log, divide, sqrt, rsqrt), and the YNNPACK reductions
-  XLA:CPU calls, each timed over f32[128, 1024] and f32[1024, 1024]: the rate is the slope
-  between the two (``rates_from`` says why); dot and convolution per flop, less the dispatch.
+  operation's own cost (exp, tanh, log, divide, sqrt, rsqrt, each beside a cheap op, so that
+  XLA emits it in a loop fusion of several instructions, as in the programs' fused kernels),
+  each timed over f32[128, 1024] and f32[1024, 1024]: the rate is the slope between the two
+  (``rates_from`` says why); the YNNPACK reductions XLA:CPU calls, the slope between
+  f32[32, 1024] and f32[128, 1024] (in L2: their reading is the memory term's);
+  dot and convolution per flop, less the dispatch.
 * **one-op loop kernels**: ``x * y`` over f32[32, 1024] and f32[128, 1024] (all three arrays
   in the level-2 cache), the slope between the two per element: the floor of a kernel the
-  fusion-wrapper made of one elementwise instruction (``cost_model``'s docstring says why).
+  fusion-wrapper made of one elementwise instruction (``cost_model``'s docstring says why);
+  and the operations of ``cost_model.ALONE`` (exp, tanh, divide, sqrt) alone, each in such a
+  kernel, as the compute classes are measured (``<class> (one-op loop)``).
 * **the same speed for every kernel**: the plan spreads each kernel's calls of a round over
   ``passes`` passes through the round (``timing.TimingPlan.passes``; the worker says why:
   this machine's vector units run at two speeds, in stretches longer than ten calls).
@@ -55,6 +60,7 @@ CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 COMPUTE_ROWS = 128                            # 512 KiB an array: input and output in L2 (1 MiB)
 COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the programs studied
 ONE_OP_ROWS = (32, 128)                       # x * y, 3 arrays of 128-512 KiB: in L2 (1 MiB)
+REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 CHECK_ROWS = (256, 1024, 2048)
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
@@ -91,14 +97,19 @@ def k_chain(x):
     return x
 
 
+# Each operation class is timed twice: beside a cheap op, so that XLA emits it in a loop
+# fusion of several instructions as it does in the programs' fused kernels (k_<class>), and
+# alone, as the fusion-wrapper leaves it in a kernel of its own (k_<class>_alone).  XLA:CPU
+# emits the two by different paths (cost_model's docstring), which cost differently.
+
 def k_exp(x):
     import jax.numpy as jnp
-    return jnp.exp(x)
+    return jnp.exp(x) + 0.5                   # add: 1 cheap op
 
 
 def k_tanh(x):
     import jax.numpy as jnp
-    return jnp.tanh(x)
+    return jnp.tanh(x) + 0.5                  # add: 1 cheap op
 
 
 def k_log(x):
@@ -107,7 +118,7 @@ def k_log(x):
 
 
 def k_divide(x, y):
-    return x / y
+    return x / y + 0.5                        # add: 1 cheap op
 
 
 def k_sqrt(x):
@@ -119,6 +130,27 @@ def k_rsqrt(x):
     import jax
     import jax.numpy as jnp
     return jax.lax.rsqrt(jnp.abs(x) + 1.0)    # abs, add: 2 cheap ops
+
+
+def k_exp_alone(x):
+    import jax.numpy as jnp
+    return jnp.exp(x)
+
+
+def k_tanh_alone(x):
+    import jax.numpy as jnp
+    return jnp.tanh(x)
+
+
+def k_divide_alone(x, y):
+    return x / y
+
+
+def k_sqrt_alone(x):
+    import jax.numpy as jnp
+    return jnp.sqrt(x)                        # NaN for negative x, at the same speed
+
+
 
 
 def k_select(x, y):
@@ -166,7 +198,7 @@ def _variants() -> dict:
         v[f"fill {r}"] = ("k_fill", ((F32, (r,)),), {})
     for r in CHECK_ROWS:
         v[f"mul {r}"] = ("k_mul", (_rows(r), _rows(r)), {})
-        v[f"exp {r}"] = ("k_exp", (_rows(r),), {})
+        v[f"exp {r}"] = ("k_exp_alone", (_rows(r),), {})
         v[f"cheap {r}"] = ("k_cheap", (_rows(r),), {})
     v[f"fill {FAULT_ROWS}"] = ("k_fill", ((F32, (FAULT_ROWS,)),), {})
     v["async dispatch"] = ("k_scale", ((F32, (ASYNC_ELEMENTS,)),), {})
@@ -179,6 +211,10 @@ def _variants() -> dict:
                            ("sqrt", (c,)), ("rsqrt", (c,)), ("select", (c, c)),
                            ("integer", (("int32", (rows, ROW)),) * 2), ("rowsum", (c,)), ("colsum", (c,))):
             v[f"compute {name}{suffix}"] = (f"k_{name}", args, {})
+        for name in cost_model.ALONE:
+            v[f"compute {name} alone{suffix}"] = (f"k_{name}_alone", ((c, c) if name == "divide" else (c,)), {})
+    for name in ("rowsum", "colsum"):
+        v[f"compute {name} {REDUCE_ROWS}"] = (f"k_{name}", (_rows(REDUCE_ROWS),), {})
     for r in ONE_OP_ROWS:
         v[f"one-op {r}"] = ("k_mul", (_rows(r), _rows(r)), {})
     v["compute dot"] = ("k_dot", ((F32, (512, 512)), (F32, (512, 512))), {})
@@ -274,14 +310,19 @@ def rates_from(result) -> "cost_model.Rates":
     order = ["cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
              "reduce (across rows)", "dot", "convolution"]
     names = {"reduce": "rowsum", "reduce (across rows)": "colsum", "convolution": "conv"}
-    # The elementwise classes and the reductions: the slope between the kernel over
-    # COMPUTE_ROWS and over COMPUTE_ROWS_LARGE rows, so that neither the call's fixed cost
-    # (dispatch, and YNNPACK's setup of a reduction) nor its noise enters the rate: measured
-    # so, exp cost 0.398 ns an element between 128 and 1,024 rows (and between 256 and
-    # 1,024), where 128 rows less the dispatch gave 0.35 (it ran 65.5 us, the dispatch 19.5,
-    # and the intercept of the line is 13.3); rowsum at 128 rows was mostly its fixed cost.
-    # The slope is the cost of an element at the size of the programs studied, its traffic
-    # in the last-level cache included where the operation does not hide it.
+    # The elementwise classes: the slope between the kernel over COMPUTE_ROWS and over
+    # COMPUTE_ROWS_LARGE rows, so that neither the call's fixed cost (dispatch) nor its noise
+    # enters the rate: measured so, exp cost 0.398 ns an element between 128 and 1,024 rows
+    # (and between 256 and 1,024), where 128 rows less the dispatch gave 0.35 (it ran 65.5
+    # us, the dispatch 19.5, and the intercept of the line is 13.3).  The slope is the cost
+    # of an element at the size of the programs studied, its traffic in the last-level cache
+    # included where the operation does not hide it.  The reductions: the slope between
+    # REDUCE_ROWS and COMPUTE_ROWS rows, their input in L2 (YNNPACK's setup of a reduction is
+    # the fixed cost left out): what a row costs beyond reading it.  Between 128 and 1,024
+    # rows the slope was the read alone (181 ps an element on an Intel Xeon, where the memory
+    # curve gave 4 bytes 172), which the kernel's memory term prices already: counted in its
+    # compute too, it was counted twice in a YNNPACK kernel that reduces and exponentiates
+    # (softmax's first, priced 715 us where it ran 538 alone; 30 ps an element in L2).
     def census(name):
         counts = {}
         for k in _census(v[name].hlo_text).kernels:
@@ -292,6 +333,8 @@ def rates_from(result) -> "cost_model.Rates":
     for cls in order:
         small = f"compute {names.get(cls, cls)}"
         large = f"{small} {COMPUTE_ROWS_LARGE}"
+        if cls.startswith("reduce"):
+            small, large = f"{small} {REDUCE_ROWS}", small
         if large in v:
             cs, cl = census(small), census(large)
             counts = {c: cl.get(c, 0) - cs.get(c, 0) for c in set(cs) | set(cl)}
@@ -303,6 +346,14 @@ def rates_from(result) -> "cost_model.Rates":
         if counts.get(cls, 0) <= 0:
             raise RuntimeError(f"calibration kernel for {cls!r} has no {cls} operation: {counts}")
         compute[cls] = max(body - others, 1e-12) / counts[cls]
+    # an operation alone in a one-op loop kernel, the same slope (the kernels hold nothing else)
+    for cls in cost_model.ALONE:
+        small = f"compute {cls} alone"
+        cs, cl = census(small), census(f"{small} {COMPUTE_ROWS_LARGE}")
+        n = cl.get(cls, 0) - cs.get(cls, 0)
+        if n <= 0:
+            raise RuntimeError(f"calibration kernel for {cls!r} alone has no {cls} operation: {cl}")
+        compute[cost_model.alone(cls)] = max(med[f"{small} {COMPUTE_ROWS_LARGE}"] - med[small], 1e-12) / n
     # a one-op loop kernel's cost per element (cost_model's docstring): x * y, the slope
     # between two sizes whose arrays stay in the level-2 cache, so that neither the call's
     # fixed cost nor memory time enters it (it is the larger of this and the memory time)

@@ -71,7 +71,7 @@ def test_without_buffer_assignment_every_instruction_has_its_own_buffer(softmax_
 def test_kernel_time_is_launch_plus_the_larger_of_memory_and_compute(tmp_path_factory):
     path = _dump(tmp_path_factory, jnp.exp, [np.ones((256, 1024), np.float32)])
     r = _rates()
-    r.compute["exp"] = 1e-9
+    r.compute[cost_model.alone("exp")] = 1e-9      # an exp alone in its kernel: its rate there
     program = _analyse(path)
     (k,) = program.kernels
     assert k.ops == {"exp": 256 * 1024}
@@ -86,7 +86,7 @@ def test_kernel_time_is_launch_plus_the_larger_of_memory_and_compute(tmp_path_fa
     assert t.regime == "compute (exp)"
     # exp counts no flops: the program runs on the calling thread
     assert pred.total_s == pytest.approx(5e-6 + t.seconds - 1e-6)
-    slow = cost_model.predict(program, _rates(compute={**r.compute, "exp": 1e-13}))
+    slow = cost_model.predict(program, _rates(compute={**r.compute, cost_model.alone("exp"): 1e-13}))
     assert slow.kernels[0].regime.startswith("memory")
     assert slow.kernels[0].seconds == pytest.approx(1e-6 + t.memory_s)
 
@@ -137,6 +137,32 @@ def test_a_one_op_loop_kernel_costs_at_least_its_elements_at_the_one_op_rate(sof
     del r.compute[cost_model.ONE_OP]
     with pytest.raises(CostModelError, match=r"wrapped_multiply: .*one-op loop .*run calibrate again"):
         r.compute_seconds(last)
+
+
+def test_an_operation_alone_in_its_kernel_costs_its_rate_there(tmp_path_factory):
+    # exp beside an add is a loop fusion of two instructions (XLA's kernel path); exp alone is
+    # the fusion-wrapper's one-op kernel, emitted by the other path: each at its own rate
+    x = [np.ones((256, 1024), np.float32)]
+    (fused,) = _analyse(_dump(tmp_path_factory, lambda x: jnp.exp(x) + 0.5, x, None, "exp-add")).kernels
+    (alone,) = _analyse(_dump(tmp_path_factory, jnp.exp, x, None, "exp-alone")).kernels
+    assert fused.ops == {"exp": 256 * 1024, "cheap": 256 * 1024} and not fused.one_op
+    assert alone.ops == {"exp": 256 * 1024} and alone.one_op == 256 * 1024
+    r = _rates()
+    r.compute.update({"exp": 4e-10, cost_model.alone("exp"): 6e-10, cost_model.ONE_OP: 1e-10})
+    assert r.compute_seconds(fused) == (pytest.approx(256 * 1024 * (4e-10 + 1e-10)), "exp")
+    assert r.compute_seconds(alone) == (pytest.approx(256 * 1024 * 6e-10), "exp")
+    # still at least the one-op floor
+    r.compute[cost_model.ONE_OP] = 9e-10
+    assert r.compute_seconds(alone) == (pytest.approx(256 * 1024 * 9e-10), cost_model.ONE_OP)
+    # a class not measured alone (log: its cost alone depends on the input's sign) keeps its rate
+    (log,) = _analyse(_dump(tmp_path_factory, jnp.log, x, None, "log-alone")).kernels
+    assert "log" not in cost_model.ALONE and log.one_op
+    r.compute.update({"log": 2e-9, cost_model.ONE_OP: 1e-10})
+    assert r.compute_seconds(log) == (pytest.approx(256 * 1024 * 2e-9), "log")
+    # rates without the rate alone are refused by its name
+    del r.compute[cost_model.alone("exp")]
+    with pytest.raises(CostModelError, match=r"no measured rate for exp \(one-op loop\)"):
+        r.compute_seconds(alone)
 
 
 def test_a_missing_rate_is_named_not_guessed(softmax_files):
