@@ -48,7 +48,7 @@ from pytest_dumpref.timing import TimingPlan, plot_prediction, run_plan
 from pytest_dumpref.xla import calibrate, fusion_policy
 from pytest_dumpref.xla.dump import shown_name
 from pytest_dumpref.xla.fusion import module_fusion, snapshot_before_fusion
-from pytest_dumpref.xla.fusion_programs import HELD_OUT, M, SUITE, WRITTEN_AFTER, arrays, programs
+from pytest_dumpref.xla.fusion_programs import HELD_OUT, M, SUITE, TIMED, WRITTEN_AFTER, arrays, programs
 from pytest_dumpref.xla.passes import show_computation
 
 pytestmark = pytest.mark.fusion
@@ -643,13 +643,13 @@ def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
 
 # ---- 6. the time of undoing the pass, across programs ------------------------------------------
 
-# The cost model's median error on the fused programs' time is stated, not asserted (0.110 at
-# load 8, 0.100 with two CPU burners beside, 0.109 quiet, but 0.16 at the end of .ci/run on a
-# fresh clone: it prices YNNPACK's library kernels at rates measured on XLA's loop kernels,
-# 0.74-0.87 measured/model on softmax, layernorm, rmsnorm, adam_update).  Its error on the
-# extra time is stated, not asserted, too: on the Intel Xeon of these renders its median met
-# the goal (0.076, 0.069, 0.067) and its worst did not, or only just (0.329 conv_bias_relu,
-# 0.288 swiglu, 0.236 swiglu).
+# The cost model prices the fused programs' time to within FUSED_TIME_ERROR at the median,
+# asserted: 0.041 and 0.038 over the 14 programs priced of SUITE on an Intel Xeon, in two runs
+# of this plan beside two other engineers' builds (0.10 before the compute classes were
+# measured where the fused kernels run them).  The extra time's goals are stated, not
+# asserted: between runs a program's measured extra time moved by up to 30 % (mlp 4,106 and
+# 4,877 us, conv_bias_relu 522 and 712) where each run's own noise was under 8 %; the median
+# met its goal in those runs (0.084, 0.057) and the worst did not (0.366, 0.294).
 FUSED_TIME_ERROR = 0.15
 EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
 
@@ -657,14 +657,16 @@ EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
 @pytest.mark.claim(
     f"Across the {len(SUITE)} programs, undoing the fusion pass slows every one, and the extra "
     "bytes the policy predicts rank the programs by how much (Spearman rank correlation at least "
-    f"{RANK_CORRELATION:g}); the kernel cost model, at rates measured in the same run, is stated "
-    f"against its goals, each fused program's time within {FUSED_TIME_ERROR:.0%} at the median and "
-    "the extra time within a median error of 10 % and a worst of 25 %, per program and overall, "
-    "with the programs it refuses, and not asserted: both errors move across their lines from run "
-    "to run.",
+    f"{RANK_CORRELATION:g}); and the kernel cost model, at rates measured in the same run, "
+    f"predicts the time of the fused programs, all {len(TIMED)} programs of the decisions claim "
+    f"that it prices, to within {FUSED_TIME_ERROR:.0%} at the median. Its extra time without the "
+    "pass is stated against its goals, a median error of 10 % and a worst of 25 %, with the "
+    "programs it refuses, and not asserted: a program's measured extra time moves between runs "
+    "by more than the worst goal allows.",
     section="fusion",
     title="The time of undoing the pass, across programs",
-    finding="Spearman rank correlation {Spearman rank correlation, predicted against measured extra time}")
+    finding="Spearman rank correlation {Spearman rank correlation, predicted against measured extra time}; "
+            "the fused programs' time within {fused programs' time, median |measured/model - 1|} of the model at the median")
 @pytest.mark.provenance(dtype="f32", shapes={"most arrays": M},
                         method="pytest_dumpref.timing: one subprocess pinned to one CPU, "
                         "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false, every program's fused, A/A and "
@@ -676,19 +678,20 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     from pytest_dumpref.timing import plot_across_programs, spearman
     from pytest_dumpref.xla import cost_model
 
-    predicted_bytes, dumps = {}, {}
-    for name, spec in SUITE.items():
-        fn, args = getattr(examples, name), arrays(spec)
+    predicted_bytes, dumps, variants, programs = {}, {}, {}, {}
+    for name, (function, spec) in TIMED.items():
+        fn, args = getattr(examples, function), arrays(spec)
         d = dump(fn, *args, passes="^fusion$")
-        unfused_b, fused_b = fusion_policy.undo_fusion_bytes(snapshot_before_fusion(d).module)
-        predicted_bytes[name] = unfused_b - fused_b
         dumps[name] = (d, dump(fn, *args, passes="^fusion$", xla_disable_hlo_passes=",".join(PASSES)))
-    variants, programs = {}, {}
-    for name, spec in SUITE.items():
+        if name in SUITE:
+            unfused_b, fused_b = fusion_policy.undo_fusion_bytes(snapshot_before_fusion(d).module)
+            predicted_bytes[name] = unfused_b - fused_b
+        elif any(cost_model.analyse(x.optimized_text, x.buffer_assignment).refused for x in dumps[name]):
+            continue      # the model refuses it (the table below says why): nothing to time
         for v, opt in (("fused", {}), ("A/A", {}), ("unfused", {"xla_disable_hlo_passes": ",".join(PASSES)})):
             variants[f"{name}: {v}"] = opt
-            programs[f"{name}: {v}"] = (f"pytest_dumpref.examples:{name}", tuple(spec))
-    plan = calibrate.plan(20, 10, variants=variants, programs=programs, timeout_s=1200)
+            programs[f"{name}: {v}"] = (f"pytest_dumpref.examples:{function}", tuple(spec))
+    plan = calibrate.plan(20, 10, variants=variants, programs=programs, timeout_s=1800)
     run = run_plan(plan)
     across = calibrate.across_programs(run, predicted_bytes, dumps)
     points, rows, exact, refused, model = (across[k] for k in ("points", "rows", "exact", "refused", "model"))
@@ -697,7 +700,9 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                     plot_across_programs(points, tmp_path / "fusion-across-programs.png",
                                          title=f"{len(SUITE)} programs, pinned single thread, one run"))
     evidence.table("per program, one run (not compared: each claim of this section states its own "
-                   "bounds; a program's time moves with its machine's other tenants)", rows)
+                   "bounds; a program's time moves with its machine's other tenants); the extra bytes "
+                   f"and their time at the stream's bandwidth for the {len(SUITE)} programs of the rank "
+                   "correlation", rows, fold=True)
     if refused:
         evidence.table("programs the cost model refuses, by the kernel and operation it has no rate for", refused)
 
@@ -713,17 +718,20 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     assert rank_correlation >= RANK_CORRELATION, (
         f"the predicted bytes rank the programs' slowdowns with a Spearman correlation of only "
         f"{rank_correlation:.2f}")
-    assert len(model) >= len(SUITE) // 2, f"the cost model refused {len(refused)} of {len(SUITE)} programs: {refused}"
+    assert len(model) >= len(TIMED) // 2, f"the cost model refused {len(refused)} of {len(TIMED)} programs: {refused}"
+    assert fused_median <= FUSED_TIME_ERROR, (
+        f"the cost model's median error on the fused programs' time is {fused_median:.3f}, over "
+        f"{FUSED_TIME_ERROR}: {[(n, round(m / p, 3)) for n, m, p, _, _ in model]}")
     evidence.number("Spearman rank correlation, predicted against measured extra time", rank_correlation,
                     bound=(">=", RANK_CORRELATION))
     evidence.number("median over programs of |A/A difference| / measured extra time", aa_share,
                     bound=("<=", AA_LIMIT))
     evidence.number("programs the cost model predicts", len(model))
-    evidence.table("the cost model against its goals, this run (not compared, not asserted: runs have "
-                   "missed them)",
-                   [{"error": "fused programs' time, median |measured/model - 1|",
-                     "this run": varies(round(fused_median, 3)), "goal": FUSED_TIME_ERROR},
-                    {"error": "extra time, median |measured/model - 1|",
+    evidence.number("fused programs' time, median |measured/model - 1|", fused_median,
+                    bound=("<=", FUSED_TIME_ERROR))
+    evidence.table("the cost model's extra time against its goals, this run (not compared, not asserted: "
+                   "runs have missed them)",
+                   [{"error": "extra time, median |measured/model - 1|",
                      "this run": varies(round(float(np.median(extra_errors)), 3)), "goal": EXTRA_TIME_GOAL["median"]},
                     {"error": "extra time, worst |measured/model - 1|",
                      "this run": varies(round(extra_errors[-1], 3)), "goal": EXTRA_TIME_GOAL["worst"]},
@@ -740,7 +748,10 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                   "correlation of the extra bytes' time at the stream's bandwidth and the measured extra "
                   f"time (from the unrounded times) is at least {RANK_CORRELATION:g} and the median over "
                   f"programs of |A/A difference| / measured extra time is at most {AA_LIMIT:.0%}; "
-                  "statistic.py prints them.")
+                  "statistic.py prints them. It holds too when the median over the programs the model "
+                  "prices of |measured/model - 1| of the fused program's time is at most "
+                  f"{FUSED_TIME_ERROR:g}; the programs it does not price (the table above) are not timed, "
+                  f"but for the {len(SUITE)} of the rank correlation.")
     timing.record_listings(evidence, plan, [
         {"label": name, "base": f"{name}: fused", "other": f"{name}: unfused", "aa": f"{name}: A/A",
          "extra_bytes": predicted_bytes[name]} for name in SUITE],

@@ -178,6 +178,88 @@ def rope(x, base=10000.0):
     return jnp.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1).reshape(s, d)
 
 
+
+# ---- programs written after the fusion model was finished, to try it on shapes of decision ----
+# the programs above lack (xla/fusion_programs.WRITTEN_AFTER): an in-place update,
+# concatenations, a transpose, a pad, slices, a matrix-vector product, a sort, bf16, a scan
+# (cumsum), a masked sum.
+
+def kv_cache_update(cache, new, pos=3):
+    return jax.lax.dynamic_update_slice(cache, new * 2.0 + 1.0, (pos, 0))
+
+
+def concat_heads(a, b, c, d):
+    return jnp.tanh(jnp.concatenate([a, b, c, d], axis=1)) * 2
+
+
+def concat_rows(a, b):
+    return jnp.exp(jnp.concatenate([a, b], axis=0)) + 1
+
+
+def log_softmax(x):
+    return jax.nn.log_softmax(x)
+
+
+def silu_grad(x):
+    return jax.grad(lambda t: jnp.sum(jax.nn.silu(t)))(x)
+
+
+def batchnorm(x):
+    return (x - x.mean(0)) / jnp.sqrt(x.var(0) + 1e-5)
+
+
+def transpose_add(x, y):
+    return jnp.exp(x.T) + y
+
+
+def pad_tanh(x):
+    return jnp.pad(jnp.tanh(x), ((1, 1), (1, 1))) * 3
+
+
+def halves(x):
+    return jnp.exp(x[:, :512]) + jnp.exp(x[:, 512:])
+
+
+def matvec_tanh(w, v, b):
+    return jnp.tanh(w @ v + b)
+
+
+def top_k(x):
+    return jax.lax.top_k(jnp.exp(x), 4)[0] * 2
+
+
+def bf16_dense_gelu(x, w):
+    return jax.nn.gelu((x.astype(jnp.bfloat16) @ w.astype(jnp.bfloat16)).astype(jnp.float32))
+
+
+def masked_row_sum(x, m):
+    return jnp.where(m > 0, jnp.exp(x), 0.0).sum(1)
+
+
+def cumsum_exp(x):
+    return jnp.cumsum(jnp.exp(x), axis=1)
+
+
+# ---- the programs above that take more than arrays, as functions of arrays alone -------------
+# (what pytest_dumpref.timing can time: it fills each argument from a (dtype, shape))
+
+TRANSFORMER_PARAMS = ("ln1_g", "ln1_b", "wq", "wk", "wv", "wo", "ln2_g", "ln2_b", "w1", "b1", "w2", "b2")
+
+
+def transformer_block_4_heads(x, *params):
+    """transformer_block with 4 heads, its parameters in the order of TRANSFORMER_PARAMS."""
+    return transformer_block(x, dict(zip(TRANSFORMER_PARAMS, params)), 4)
+
+
+def causal_attention_4_heads(x, wq, wk, wv, wo):
+    return causal_attention(x, wq, wk, wv, wo, 4)
+
+
+def sgd_step_of_arrays(w1, b1, w2, b2, x, y):
+    """sgd_step on the parameters {"w1", "b1", "w2", "b2"}."""
+    return sgd_step({"w1": w1, "b1": b1, "w2": w2, "b2": b2}, x, y)
+
+
 # ---- a small GPT-2 style language model, trained one step (Study 3's end-to-end program) ----
 
 def gpt2_params(vocab, seq, d_model, n_layers, d_ff, seed=0, dtype=np.float32):

@@ -590,31 +590,40 @@ def record_model_kernels(evidence, run, fused, plain) -> dict:
 
 def across_programs(run, predicted_bytes: dict, dumps: dict) -> dict:
     """Programs timed in one run (variants "<name>: fused", "<name>: unfused", "<name>: A/A"),
-    against the extra bytes predicted for each (``predicted_bytes``) and the cost model on
-    each program's (fused, unfused) dumps (``dumps``), at the rates of the run's calibration
-    kernels.  Returns points (for timing.plot_across_programs), rows (one run's, shown and not
-    compared), exact ((predicted, measured, A/A) seconds per program), refused (the programs
-    the model has no rate for) and model ((program, fused measured, fused model, extra
-    measured, extra model) seconds)."""
+    against the extra bytes predicted for some (``predicted_bytes``) and the cost model on each
+    program's (fused, unfused) dumps (``dumps``, every program: one the model refuses need not
+    have been timed), at the rates of the run's calibration kernels.  Returns points (the
+    programs with predicted bytes, for timing.plot_across_programs), rows (one run's, shown and
+    not compared), exact ((predicted, measured, A/A) seconds per program with predicted
+    bytes), refused (the programs the model has no rate for) and model ((program, fused
+    measured, fused model, extra measured, extra model) seconds, every program it prices)."""
     from ..claims import varies
     rates = rates_from(run)
     points, rows, exact, refused, model = [], [], [], [], []
-    for name, b in predicted_bytes.items():
+    for name, (fused_dump, unfused_dump) in dumps.items():
         fused, unfused_v, aa_v = f"{name}: fused", f"{name}: unfused", f"{name}: A/A"
-        predicted = run.predicted_seconds(b)
+        pf: cost_model.Prediction | None
+        pu: cost_model.Prediction | None
+        try:
+            pf = predict_dump(fused_dump, rates)
+            pu = predict_dump(unfused_dump, rates)
+        except cost_model.CostModelError as e:
+            pf = pu = None
+            refused.append({"program": name, "why the model refuses it": str(e).split(": cannot model ", 1)[-1]})
+        if fused not in run.variants:
+            continue
         measured_s = run.difference(fused, unfused_v)
         aa = run.difference(fused, aa_v)
-        exact.append((predicted, measured_s, aa))
-        points.append({"name": name, "predicted_us": predicted * 1e6, "measured_us": measured_s * 1e6,
-                       "aa_us": aa * 1e6})
-        row = {"name": name, "extra bytes (policy)": b, "extra at the stream's bandwidth (us)": round(predicted * 1e6, 1),
-               "extra measured (us)": round(measured_s * 1e6, 1), "A/A (us)": round(aa * 1e6, 1),
-               "fused measured (us)": round(run.variants[fused].median * 1e6, 1)}
-        try:
-            pf = predict_dump(dumps[name][0], rates)
-            pu = predict_dump(dumps[name][1], rates)
-        except cost_model.CostModelError as e:
-            refused.append({"program": name, "why the model refuses it": str(e).split(": cannot model ", 1)[-1]})
+        row = {"name": name, "extra bytes (policy)": predicted_bytes.get(name, ""),
+               "extra at the stream's bandwidth (us)": "", "extra measured (us)": round(measured_s * 1e6, 1),
+               "A/A (us)": round(aa * 1e6, 1), "fused measured (us)": round(run.variants[fused].median * 1e6, 1)}
+        if name in predicted_bytes:
+            predicted = run.predicted_seconds(predicted_bytes[name])
+            exact.append((predicted, measured_s, aa))
+            points.append({"name": name, "predicted_us": predicted * 1e6, "measured_us": measured_s * 1e6,
+                           "aa_us": aa * 1e6})
+            row["extra at the stream's bandwidth (us)"] = round(predicted * 1e6, 1)
+        if pf is None or pu is None:
             row.update({"fused, model (us)": "refused", "extra, model (us)": "refused",
                         "unfused: the model's dearest kernel it adds, regime, us": "refused"})
         else:

@@ -15,7 +15,6 @@ import subprocess
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from pytest_dumpref import examples
@@ -50,26 +49,38 @@ HELD_OUT = {
     "scan_rnn": lambda: tuple(_arrays([(F32, (64, 256)), (F32, (16, 64, 256)), (F32, (256, 256))])),
 }
 # Programs written after the model was finished, to try it on shapes of decision the
-# programs above lack: an in-place update, concatenations, a transpose, a pad, slices, a
-# matrix-vector product, a sort, bf16, a scan (cumsum), a masked sum.
+# programs above lack (pytest_dumpref.examples says which): name -> (function, argument spec,
+# static arguments).
 WRITTEN_AFTER = {
-    "kv_cache_update": (lambda cache, new, pos: jax.lax.dynamic_update_slice(cache, new * 2.0 + 1.0, (pos, 0)),
-                        [(F32, M), (F32, (16, 1024))], (3,)),
-    "concat_heads": (lambda a, b, c, d: jnp.tanh(jnp.concatenate([a, b, c, d], axis=1)) * 2,
-                     [(F32, (1024, 256))] * 4, ()),
-    "concat_rows": (lambda a, b: jnp.exp(jnp.concatenate([a, b], axis=0)) + 1, [(F32, (512, 1024))] * 2, ()),
-    "log_softmax": (jax.nn.log_softmax, [(F32, M)], ()),
-    "silu_grad": (jax.grad(lambda x: jnp.sum(jax.nn.silu(x))), [(F32, M)], ()),
-    "batchnorm": (lambda x: (x - x.mean(0)) / jnp.sqrt(x.var(0) + 1e-5), [(F32, M)], ()),
-    "transpose_add": (lambda x, y: jnp.exp(x.T) + y, [(F32, M)] * 2, ()),
-    "pad_tanh": (lambda x: jnp.pad(jnp.tanh(x), ((1, 1), (1, 1))) * 3, [(F32, M)], ()),
-    "halves": (lambda x: jnp.exp(x[:, :512]) + jnp.exp(x[:, 512:]), [(F32, M)], ()),
-    "matvec_tanh": (lambda w, v, b: jnp.tanh(w @ v + b), [(F32, M), (F32, (1024,)), (F32, (1024,))], ()),
-    "top_k": (lambda x: jax.lax.top_k(jnp.exp(x), 4)[0] * 2, [(F32, M)], ()),
-    "bf16_dense_gelu": (lambda x, w: jax.nn.gelu((x.astype(jnp.bfloat16) @ w.astype(jnp.bfloat16))
-                                                .astype(jnp.float32)), [(F32, (1024, 256)), (F32, (256, 1024))], ()),
-    "masked_row_sum": (lambda x, m: jnp.where(m > 0, jnp.exp(x), 0.0).sum(1), [(F32, M)] * 2, ()),
-    "cumsum_exp": (lambda x: jnp.cumsum(jnp.exp(x), axis=1), [(F32, (256, 1024))], ()),
+    "kv_cache_update": (examples.kv_cache_update, [(F32, M), (F32, (16, 1024))], (3,)),
+    "concat_heads": (examples.concat_heads, [(F32, (1024, 256))] * 4, ()),
+    "concat_rows": (examples.concat_rows, [(F32, (512, 1024))] * 2, ()),
+    "log_softmax": (examples.log_softmax, [(F32, M)], ()),
+    "silu_grad": (examples.silu_grad, [(F32, M)], ()),
+    "batchnorm": (examples.batchnorm, [(F32, M)], ()),
+    "transpose_add": (examples.transpose_add, [(F32, M)] * 2, ()),
+    "pad_tanh": (examples.pad_tanh, [(F32, M)], ()),
+    "halves": (examples.halves, [(F32, M)], ()),
+    "matvec_tanh": (examples.matvec_tanh, [(F32, M), (F32, (1024,)), (F32, (1024,))], ()),
+    "top_k": (examples.top_k, [(F32, M)], ()),
+    "bf16_dense_gelu": (examples.bf16_dense_gelu, [(F32, (1024, 256)), (F32, (256, 1024))], ()),
+    "masked_row_sum": (examples.masked_row_sum, [(F32, M)] * 2, ()),
+    "cumsum_exp": (examples.cumsum_exp, [(F32, (256, 1024))], ()),
+}
+# Every program above as pytest_dumpref.timing times it: name -> (function of
+# pytest_dumpref.examples taking arrays alone, the arrays' spec).  The held-out programs'
+# static arguments and parameter dicts are closed over by the examples' functions of arrays;
+# kv_cache_update's position is its default, 3, as WRITTEN_AFTER passes it.
+_SGD = [(F32, (256, 1024)), (F32, (1024,)), (F32, (1024, 256)), (F32, (256,)), (F32, (1024, 256)), (F32, (1024, 256))]
+TIMED = {
+    **{name: (name, spec) for name, spec in SUITE.items()},
+    "transformer_block": ("transformer_block_4_heads",
+                          [(F32, (1, 256, 256))] + [(F32, v.shape) for v in (
+                              examples.transformer_params(256, 1024)[k] for k in examples.TRANSFORMER_PARAMS)]),
+    "causal_attention": ("causal_attention_4_heads", [(F32, (1, 512, 256))] + [(F32, (256, 256))] * 4),
+    "sgd_step": ("sgd_step_of_arrays", _SGD),
+    "scan_rnn": ("scan_rnn", [(F32, (64, 256)), (F32, (16, 64, 256)), (F32, (256, 256))]),
+    **{name: (fn.__name__, spec) for name, (fn, spec, _) in WRITTEN_AFTER.items()},
 }
 
 
@@ -99,9 +110,7 @@ def programs() -> dict:
     kv_cache_update's pos makes the slice dynamic, and the pass logs 11 decisions, not 10)."""
     out = {name: (getattr(examples, name), _arrays(spec)) for name, spec in SUITE.items()}
     out |= {name: (getattr(examples, name), list(make())) for name, make in HELD_OUT.items()}
-    for name, (fn, spec, static) in WRITTEN_AFTER.items():
-        fn.__name__ = name    # names the dump folder and the module
-        out[name] = (fn, _arrays(spec) + list(static))
+    out |= {name: (fn, _arrays(spec) + list(static)) for name, (fn, spec, static) in WRITTEN_AFTER.items()}
     return out
 
 
