@@ -188,6 +188,10 @@ def listing(roots: dict, *, order: tuple, header: str = "") -> str:
             placed.setdefault(name, m)
     parts = [header.rstrip("\n"), "from __future__ import annotations", ""]
     parts += sorted(imports, key=lambda s: (s.startswith("from"), s))
+    # before the definitions: a module-level statement may read a listed module's name
+    # (fusion_programs.WRITTEN_AFTER reads examples.kv_cache_update as it is built)
+    if selves:
+        parts += [""] + sorted(selves)
     for m in order:
         mod = mods[m]
         spans = sorted({mod.defs[n][:2] for n in keep[m] if placed.get(n) == m})
@@ -198,6 +202,4 @@ def listing(roots: dict, *, order: tuple, header: str = "") -> str:
         names_at = {mod.defs[n][:2]: n for n in keep[m]}
         for span in spans:
             parts += ["", mod.text(names_at[span])]
-    if selves:
-        parts += ["", ""] + sorted(selves)
     return "\n".join(parts).strip("\n") + "\n"

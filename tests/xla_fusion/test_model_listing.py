@@ -122,3 +122,16 @@ def test_a_name_the_listing_cannot_place_is_named(tmp_path, monkeypatch):
     text = listing({mod: ["f"]}, order=(mod,))
     assert text.startswith("from __future__ import annotations\n\nimport json\n\n\n# ---- from half_module.py -")
     assert text.endswith("-\n\n# why f\ndef f():\n    return json.dumps(1)\n")
+
+
+def test_programs_listing_builds_its_tables_alone(tmp_path):
+    """programs.py, imported by a python that has nothing of this package: its module-level
+    tables (WRITTEN_AFTER reads examples.<program> as it is built) find every name."""
+    from pytest_dumpref.xla.fusion_programs import WRITTEN_AFTER, programs_listing
+    (tmp_path / "programs.py").write_text(programs_listing())
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    run = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, '.'); import programs; "
+                          "print(sorted(programs.WRITTEN_AFTER))"],
+                         cwd=tmp_path, env=dict(env, JAX_PLATFORMS="cpu"), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == str(sorted(WRITTEN_AFTER))
