@@ -681,7 +681,7 @@ EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
                         "buffer assignments")
 def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     from pytest_dumpref.timing import plot_across_programs, spearman
-    from pytest_dumpref.xla import cost_model
+    from pytest_dumpref.xla import cost_model, fusion_programs
 
     predicted_bytes, dumps, variants, programs = {}, {}, {}, {}
     for name, (function, spec) in TIMED.items():
@@ -742,9 +742,25 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                      "this run": varies(round(extra_errors[-1], 3)), "goal": EXTRA_TIME_GOAL["worst"]},
                     {"error": "extra time, worst program",
                      "this run": varies(max(model, key=lambda t: abs(t[3] / t[4] - 1))[0]), "goal": ""}])
-    evidence.excerpt("the cost model, as it ran (pytest_dumpref/xla/cost_model.py, whole: its docstring "
-                     "gives the measurements that decided its form)",
-                     inspect.getsource(cost_model), lang="python")
+    # The model from the page: its one-file listing, run alone with plain Python on this run's
+    # timings and the programs' dumps, prices every program it priced here, to the last bit.
+    files = [x.files.optimized for name, *_ in model for x in dumps[name]]
+    printed, priced_here = calibrate.run_model_from_the_page(tmp_path / "model-from-the-page", run, files)
+    assert printed == priced_here, (printed[:4], priced_here[:4])
+    evidence.excerpt("cost_model.py: the kernel cost model, as it ran, whole, with the rates it reads from a "
+                     "timing run's calibration kernels and the HLO and buffer-assignment readers it uses "
+                     "(calibrate.model_listing, cut from pytest_dumpref's source; plain Python: the "
+                     "module docstring of cost_model gives the measurements that decided its form)",
+                     calibrate.model_listing(), lang="python")
+    evidence.excerpt("the model's prices from the page: timed.py's output saved as run.json, each program's "
+                     "two optimized modules dumped with plain jax and program.py (the unfused one with "
+                     "--xla_disable_hlo_passes=fusion), then cost_model.py alone; this claim runs the last "
+                     f"line so, in an empty folder, on the {len(files)} modules of the {len(model)} programs "
+                     "priced above, and it printed the seconds the claim used",
+                     "python timed.py > run.json\n"
+                     + fusion_programs.dump_commands([name for name, *_ in model]) + "\n"
+                     "python cost_model.py run.json dump/*/*/*.cpu_after_optimizations.txt",
+                     lang="bash", fold=True)
     evidence.note("Method: " + run.method() + "; every program's three variants and the cost model's "
                   "calibration kernels (pytest_dumpref/xla/calibrate.py) in the same rounds; the model's "
                   "rates come from those kernels (calibrate.rates_from), and it prices the optimized "

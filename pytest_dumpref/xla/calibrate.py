@@ -511,9 +511,7 @@ def run_cost(args) -> int:
     for f in args.files:
         f = Path(f)
         try:
-            text = f.read_text()
-            ba = f.with_name(f.name[:-len(".txt")] + "-buffer-assignment.txt") if f.suffix == ".txt" else None
-            ba_text = ba.read_text() if ba is not None and ba.is_file() else None
+            text, ba_text = read_optimized(f)
             pred = cost_model.predict_text(text, ba_text, rates, source=str(f))
         except (OSError, UnicodeDecodeError) as e:
             failed += 1
@@ -537,6 +535,84 @@ def run_cost(args) -> int:
                   f"{k.compute_s * 1e6:9.1f}  {k.regime}")
         print(f"  total {pred.total_s * 1e6:.1f} us (dispatch {pred.dispatch_s * 1e6:.1f} us)")
     return 2 if failed else 0
+
+
+def read_optimized(path) -> tuple[str, str | None]:
+    """(optimized HLO text, buffer-assignment text or None) of an optimized module file, with
+    the ``-buffer-assignment.txt`` XLA writes beside it."""
+    path = Path(path)
+    ba = path.with_name(path.name[:-len(".txt")] + "-buffer-assignment.txt") if path.suffix == ".txt" else None
+    return path.read_text(), (ba.read_text() if ba is not None and ba.is_file() else None)
+
+
+# ---- the model as one file a reader runs on a timing run and dumps of their own ---------------
+
+MODEL_ROOTS = {"calibrate": ["model_main"]}
+MODEL_MODULES = ("shapes", "shape_inference", "hlo", "traffic", "cost_model", "pytest_dumpref.timing", "calibrate")
+MODEL_HEADER = '''"""cost_model.py: the kernel cost model (pytest-dumpref, as it ran), on its own, with the rates
+it reads from a timing run's calibration kernels and the HLO and buffer-assignment readers it
+uses (cut from pytest_dumpref/xla/cost_model.py, calibrate.py, hlo.py, shapes.py, traffic.py
+and pytest_dumpref/timing.py).  Plain Python, no jax:
+
+    python cost_model.py run.json FILE...
+
+run.json: what timed.py printed (its calibration kernels give this run's rates); FILE: an
+optimized module (*.cpu_after_optimizations.txt) with the -buffer-assignment.txt XLA writes
+beside it.  Prints each file's predicted time per call, in microseconds, to full precision.
+"""
+'''
+
+
+def price_files(run_json: dict, files) -> list:
+    """[(file, the model's seconds per call)] of optimized module files, at the rates of the
+    calibration kernels of a timing run (``run_json``: what timed.py printed)."""
+    from types import SimpleNamespace
+
+    from ..timing import VariantTiming
+    result = SimpleNamespace(variants={k: VariantTiming(**v) for k, v in run_json["variants"].items()})
+    rates = rates_from(result)
+    return [(str(f), cost_model.predict_text(*read_optimized(f), rates, source=str(f)).total_s) for f in files]
+
+
+def model_main(argv=None) -> int:
+    """``python cost_model.py run.json FILE...``: each file's predicted time per call (us)."""
+    import sys
+    args = sys.argv[1:] if argv is None else list(argv)
+    if len(args) < 2:
+        print(model_main.__doc__, file=sys.stderr)
+        return 2
+    with open(args[0]) as f:
+        run_json = json.load(f)
+    for name, seconds in price_files(run_json, args[1:]):
+        print(f"{name}: {seconds * 1e6!r} us")
+    return 0
+
+
+def model_listing() -> str:
+    """cost_model.py: the model, its rates and its readers as one runnable file (MODEL_ROOTS)."""
+    from .standalone import listing
+    return (listing(MODEL_ROOTS, order=MODEL_MODULES, header=MODEL_HEADER)
+            + '\n\nif __name__ == "__main__":\n    raise SystemExit(model_main())\n')
+
+
+def run_model_from_the_page(folder, run, files) -> tuple:
+    """Save ``model_listing()`` and ``run``'s JSON (as timed.py prints it) in ``folder`` and run
+    the listing there with an isolated python, nothing of this package imported, on the
+    optimized module ``files``.  Returns (the lines it printed, the lines ``price_files``
+    gives in this process: the same when the listing is the model)."""
+    import subprocess
+    import sys
+    from dataclasses import asdict
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    run_json = {"variants": {k: asdict(v) for k, v in run.variants.items()}}
+    (folder / "run.json").write_text(json.dumps(run_json))
+    (folder / "cost_model.py").write_text(model_listing())
+    done = subprocess.run([sys.executable, "-I", "cost_model.py", "run.json", *map(str, files)], cwd=folder,
+                          capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"cost_model.py failed in {folder}:\n{done.stderr[-3000:]}")
+    return done.stdout.splitlines(), [f"{name}: {sec * 1e6!r} us" for name, sec in price_files(run_json, files)]
 
 
 def predict_dump(dump, rates) -> "cost_model.Prediction":

@@ -130,6 +130,7 @@ from dataclasses import asdict, dataclass, field
 
 
 from .hlo import HloModule, Instruction, parse_module
+from .shape_inference import int_list
 from .traffic import parse_buffer_assignment
 
 __all__ = ["Rates", "Kernel", "ProgramCost", "Prediction", "CostModelError", "analyse", "predict",
@@ -208,11 +209,11 @@ def op_class(comp, inst: Instruction) -> tuple:
         # over the minor-most dimension (a row) or across rows: measured apart, since a
         # column sum strides through memory (calibrate.k_colsum)
         minor = src.minor_to_major[0] if src.dims else 0
-        cls = "reduce" if minor in _ints(inst.attrs.get("dimensions")) else "reduce (across rows)"
+        cls = "reduce" if minor in int_list(inst.attrs.get("dimensions")) else "reduce (across rows)"
         return cls, src.element_count * k
     if op == "dot":
         lhs = comp.instruction(inst.operands[0]).shape
-        contract = _ints(inst.attrs.get("lhs_contracting_dims"))
+        contract = int_list(inst.attrs.get("lhs_contracting_dims"))
         size = 1
         for d in contract:
             size *= lhs.dims[d]
@@ -235,12 +236,6 @@ def op_class(comp, inst: Instruction) -> tuple:
     if op in _CHEAP or op in _INTEGER_ONLY:
         return ("integer" if _is_int(shape.element_type) else "cheap"), n
     return "?", n
-
-
-def _ints(text) -> list:
-    if not text:
-        return []
-    return [int(t) for t in text.strip("{}").split(",") if t.strip()]
 
 
 # ---- the program's kernels and their accesses -------------------------------------------------

@@ -72,7 +72,7 @@ WRITTEN_AFTER = {
 # static arguments and parameter dicts are closed over by the examples' functions of arrays;
 # kv_cache_update's position is its default, 3, as WRITTEN_AFTER passes it.
 _SGD = [(F32, (256, 1024)), (F32, (1024,)), (F32, (1024, 256)), (F32, (256,)), (F32, (1024, 256)), (F32, (1024, 256))]
-TIMED = {
+TIMED: dict[str, tuple] = {
     **{name: (name, spec) for name, spec in SUITE.items()},
     "transformer_block": ("transformer_block_4_heads",
                           [(F32, (1, 256, 256))] + [(F32, v.shape) for v in (
@@ -82,6 +82,20 @@ TIMED = {
     "scan_rnn": ("scan_rnn", [(F32, (64, 256)), (F32, (16, 64, 256)), (F32, (256, 256))]),
     **{name: (fn.__name__, spec) for name, (fn, spec, _) in WRITTEN_AFTER.items()},
 }
+
+
+def dump_commands(names) -> str:
+    """Shell lines that dump the optimized modules of the TIMED programs ``names`` with plain
+    jax and the timing claim's program.py (timing.program_listing): each program fused into
+    dump/<name>/fused, without the fusion pass into dump/<name>/unfused."""
+    lines = []
+    for name in names:
+        function, spec = TIMED[name]
+        args = ", ".join(f"np.zeros({tuple(shape)!r}, {dtype!r})" for dtype, shape in spec)
+        for variant, flag in (("fused", ""), ("unfused", " --xla_disable_hlo_passes=fusion")):
+            lines.append(f'XLA_FLAGS="--xla_dump_to=dump/{name}/{variant}{flag}" JAX_PLATFORMS=cpu python -c '
+                         f'"import jax, numpy as np, program; jax.jit(program.{function}).lower({args}).compile()"')
+    return "\n".join(lines)
 
 
 def _cpu(tree):

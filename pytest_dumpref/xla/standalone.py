@@ -63,8 +63,10 @@ class _Module:
                                if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)})
             local = []
             for sub in ast.walk(node):
-                if isinstance(sub, ast.ImportFrom) and self._source_of(sub) in listed:
-                    # a function's own import of a listed module: the names are listed globals
+                if isinstance(sub, ast.ImportFrom) and (
+                        self._source_of(sub) in listed
+                        or any(f"{self._source_of(sub)}.{a.name}" in listed for a in sub.names)):
+                    # a function's own import of (a name of) a listed module: listed globals
                     self._import(sub)
                     reads |= {a.asname or a.name for a in sub.names}
                     local.append((sub.lineno, sub.end_lineno))

@@ -246,3 +246,27 @@ def test_calibration_measures_every_class(tmp_path):
     # time bound here failed under two CPU burners (135.6 s, another timing holding the
     # machine's timing lock), and measures the machine, not the code
     assert seconds > 0
+
+
+def test_the_model_listing_prices_a_dump_alone_as_the_package_does(softmax_files, tmp_path):
+    """cost_model.py, the write-up's one-file listing of the model, saved alone in an empty
+    folder and run by an isolated python (no jax, nothing of this package) on a timing run's
+    JSON and the softmax's dumps: the same seconds, to the last bit, as the package."""
+    from dataclasses import asdict
+
+    from pytest_dumpref.timing import run_plan
+    run = run_plan(calibrate.plan(2, 2))
+    run_json = {"variants": {k: asdict(v) for k, v in run.variants.items()}}
+    (tmp_path / "run.json").write_text(json.dumps(run_json))
+    (tmp_path / "cost_model.py").write_text(calibrate.model_listing())
+    tree = compile((tmp_path / "cost_model.py").read_text(), "cost_model.py", "exec")
+    assert not [n for n in tree.co_names if n in ("pytest_dumpref", "jax", "numpy")]
+    done = subprocess.run([sys.executable, "-I", "cost_model.py", "run.json", *map(str, softmax_files)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = calibrate.price_files(run_json, softmax_files)
+    assert done.stdout.splitlines() == [f"{name}: {s * 1e6!r} us" for name, s in expected]
+    # the package's own pricing of the same files at the same rates
+    rates = calibrate.rates_from(run)
+    assert [s for _, s in expected] == [
+        cost_model.predict_text(*calibrate.read_optimized(f), rates).total_s for f in softmax_files]
