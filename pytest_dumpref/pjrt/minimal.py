@@ -45,6 +45,14 @@ class Size:
     full_lines_levels_1_2: int  # ... without the program reader and executables (level 3)
     full_implemented: int      # entry points the full plugin implements (measured by the map)
 
+    def record(self, evidence) -> None:
+        """The appendix's numbers: minimal.c's lines and filled slots, the full plugin's lines."""
+        evidence.number("lines of minimal.c", self.lines)
+        evidence.number("slots it fills (SLOT entries of its table)", len(self.filled_in_source))
+        evidence.number("lines of the full plugin (plugin_c/*.c, *.h)", self.full_lines)
+        evidence.number("... of them outside the program reader and executables (levels 1-2)",
+                        self.full_lines_levels_1_2)
+
 
 #: The full plugin's files that serve level 3 only: the program reader and the executables.
 LEVEL3_FILES = ("executable.c", "prog")
@@ -289,3 +297,172 @@ def add_one(library, leave_out=()):
     from .trace import run_jax
     code = ADD_ONE.replace("LEAVE_OUT", repr(tuple(leave_out)))
     return run_jax(library, code, trace=False, env=plain_registration(library))
+
+
+# ---- what Study 3 records of these runs ------------------------------------------------------
+
+def error_messages() -> list[str]:
+    """The message argument of every ``return error(code, message)`` in minimal.c, as written
+    (the contract's note says they are all string literals, which jax may keep without a copy)."""
+    return re.findall(r"return error\(\w+, ([^)]*)\)", source_path().read_text())
+
+
+def run_all_edits(tmp_path: Path) -> list[EditResult]:
+    """Every one-line edit, the appendix's (EDITS) then the contract's (CONTRACT_EDITS), built
+    and run on its level, in that order."""
+    return ([run_edit(e, tmp_path / f"edit{i}") for i, e in enumerate(EDITS)]
+            + [run_contract_edit(e, tmp_path) for e in CONTRACT_EDITS])
+
+
+def edit_rows(results: list[EditResult]) -> list[dict]:
+    """One row per edit: the rule it tests, the line as edited, and how its level ended."""
+    return [{"edit": r.edit.name, "rule tested": r.edit.rule, "edited to": r.edit.replace.strip(),
+             "level": r.edit.level, "level passed": "yes" if r.passed else "no",
+             "how the run ended": r.why} for r in results]
+
+
+def level_rows(runs: dict) -> list[dict]:
+    """run_levels' result as rows: each level, its goal, whether it passed and how it ended."""
+    return [{"level": n, "goal": LEVELS[n - 1].goal, "passed": "yes" if level_passed(r) else "no",
+             "how it ended": r.why} for n, r in runs.items()]
+
+
+def table_note(size: Size, needed: set, error_channel, api) -> str:
+    """What the appendix says of minimal.c's PJRT_Api table: the slots it fills, its own fields
+    as the built library reports them beside the header's, and the file's hash."""
+    import hashlib
+    return (f"The {len(size.filled_in_source)} slots it fills are the {len(needed - set(error_channel))} "
+            f"entry points levels 1 and 2 need and the {len(error_channel)} of the error channel ("
+            + ", ".join(sorted(error_channel)) + "). Its PJRT_Api table: struct_size = "
+            f"{api.struct_size} (the header's PJRT_Api_STRUCT_SIZE: "
+            f"{api.header_struct_size('PJRT_Api')}), pjrt_api_version {api.version[0]}."
+            f"{api.version[1]} (the header's PJRT_API_MAJOR.PJRT_API_MINOR), extension_start "
+            "NULL. To check a copy of minimal.c below: sha256 "
+            + hashlib.sha256(source_path().read_bytes()).hexdigest() + " (the file as "
+            "shown, ending in one newline).")
+
+
+def jax_view_note(shown: dict, attributes: dict) -> str:
+    """What jax shows of the minimal device (JAX_VIEW_CODE's output) and its attribute counts."""
+    return (f"jax's view of it: platform {shown['d.platform']!r}, memory kind "
+            f"{shown['d.default_memory().kind']!r} (the file's \"hbm\": the kind is a free "
+            f"string), repr {shown['repr(d)']!r}; it reports {attributes['plugin']} plugin "
+            f"and {attributes['device']} device attributes (asked through cffi), and jax "
+            "accepts both.")
+
+
+HOW_TO_READ = (
+    "How to read it: the contract above says what every entry point takes, fills and "
+    "returns; the objects behind the handles are the plugin's own structs. To see "
+    "what each entry point is for, "
+    "remove its SLOT(name) entry from the table (a line of the table may hold "
+    "several; the compiler then warns that the function is unused): that is the "
+    "knock-out the level tables above were measured with, and the level then fails "
+    "as their 'why' column says.")
+
+#: The contract, said in words once every rule of it has been measured (the contract claim).
+CONTRACT_IN_WORDS = (
+    "In words. Build the device as a shared library (cc -shared -fPIC) whose one exported "
+    "function is const PJRT_Api* GetPjrtApi(void): under -fvisibility=hidden mark it "
+    '__attribute__((visibility("default"))); without that flag, make every other function '
+    "static. Every entry point takes one PJRT_X_Args* (jax fills the inputs and struct_size, "
+    "the device the fields pjrt_c_api.h marks // out) and returns NULL or an error the device "
+    "allocated; jax reads it with PJRT_Error_GetCode and PJRT_Error_Message (the message lives "
+    "until PJRT_Error_Destroy: a message built at run time must be copied into the error, "
+    "minimal.c's are all string literals) and frees it with PJRT_Error_Destroy, which must "
+    "accept NULL. "
+    "Fill every slot: one function answering UNIMPLEMENTED serves the slots not needed. An "
+    "event ready when made: OnReady calls callback(NULL, user_arg) before it returns (NULL: "
+    "no error), Event_Error returns NULL, IsReady says true. Pointers: what the owner column "
+    "gives to jax, jax destroys once for each time it was handed out, so hand out a fresh "
+    "object each call, or one shared object whose Destroy does nothing (minimal.c's one ready "
+    "event); every other pointer (device, memory and attribute arrays, strings, dims) stays "
+    "valid as long as the object it came from. "
+    "Delete drops an array's data but keeps the handle (IsDeleted then says true); Destroy "
+    "frees the handle. Arrays arrive with byte_strides (numpy's, bytes per dimension; NULL: "
+    "dense row-major): copy element by element into the device's own layout, as minimal.c's "
+    "Client_BufferFromHostBuffer does.")
+
+# ---- level 3 for x + 1, from the page ------------------------------------------------------------
+
+#: How python -c names the file of the code it runs (run_jax runs snippets so): the artifact's
+#: string table holds it.
+CALLER_FILE = "<string>"
+
+
+def artifact_note(sent: dict, prog, code: bytes) -> str:
+    """What the x + 1 artifact is (``prog``: its program_reader.Program; ``sent``: what
+    level3_add saw jax pass to Compile), and why its byte count is this snippet's."""
+    import hashlib
+    return (f"The artifact: format {sent['format']!r}; magic ML\\xefR; producer "
+            f"{prog.producer!r}; dialects {', '.join(prog.dialects)}; op names "
+            f"{', '.join(prog.op_names)}; sha256 {hashlib.sha256(code).hexdigest()}. "
+            f"jax also sent {sent['compile_options_size']} bytes of compile options "
+            "(a serialized CompileOptionsProto), which this device ignores. The count and "
+            "the hash are this snippet's: the string table ("
+            f"{', '.join(repr(t) for t in prog.strings)}) holds where x + 1 was written "
+            f"(file {CALLER_FILE!r}, as python -c names it, and the functions around it), "
+            f"the argument's name and the device's memory kind {MEMORY_KIND!r}, so the same "
+            "x + 1 written in a file of your own sends a different count; the ops do not "
+            "change. (The code_size in the levels' tables is another program's: level 3's "
+            "snippet, jnp.tanh(t) @ t.T + 1.)")
+
+
+def add_one_rows(built, run, tmp_path: Path) -> list[dict]:
+    """x + 1 on the minimal plugin by which level-3 slots it fills: all of level3_add.py's
+    (``run``, already made), without OutputMemoryKinds, and without it on a copy of minimal.c
+    whose memory kind is jax's default 'device' (built in ``tmp_path``)."""
+    kind_device = edited_minimal(tmp_path, "kind device", MEMORY_KIND_LINE,
+                                 MEMORY_KIND_LINE.replace(MEMORY_KIND, "device"))
+    variants = [("all of level3_add.py's slots", built, ()),
+                ("without PJRT_Executable_OutputMemoryKinds", built,
+                 ("PJRT_Executable_OutputMemoryKinds",)),
+                ("without it, and minimal.c's memory kind 'hbm' edited to 'device'", kind_device,
+                 ("PJRT_Executable_OutputMemoryKinds",))]
+    rows = []
+    for name, lib, leave_out in variants:
+        r = run if not leave_out else add_one(lib.path, leave_out)
+        rows.append({"minimal.c plus": name, "x + 1 ran": "yes" if level_passed(r) else "no",
+                     "how it ended": r.why if not level_passed(r) else "printed the mark"})
+    return rows
+
+
+#: What Compile and Execute must produce, said in words once x + 1 ran (the level-3 claim).
+COMPILE_AND_EXECUTE = (
+    "What Compile and Execute must produce. Compile: read program->code (code_size bytes, "
+    "format 'mlir') before returning (jax keeps no copy for the device), and hand back a "
+    "PJRT_LoadedExecutable* of the device's own; GetExecutable hands back a PJRT_Executable* "
+    "that jax destroys with Executable_Destroy (a handle of its own: LoadedExecutable_Destroy "
+    "frees the loaded one); NumOutputs is main's return count; AddressableDevices is the "
+    "client's device array; GetDeviceAssignment gives the 8 bytes of level 3's fill table (a "
+    "DeviceAssignmentProto: 1 replica, 1 computation, on device 0) and a deleter function "
+    "that may do nothing. Execute: argument_lists[d][i] are jax's input buffers; "
+    "output_lists[d] is an array of NumOutputs slots that jax allocated: write a new "
+    "PJRT_Buffer* into each (jax destroys it), shaped and typed as main's result types say; "
+    "if device_complete_events is not NULL, put a ready event in [d]. An output's memory kind "
+    "is 'device' unless OutputMemoryKinds names another (the table above). The format: an "
+    "op is its name (an index into the dialect section's op names: vhlo.add_v1), its result "
+    "types (indices into the type table; vhlo type code 20 is a ranked tensor: rank, dims as "
+    "zigzag varints, element type, whose code 4 is f32) and its operands (value numbers); "
+    "constant_v1's value is its one property, a vhlo tensor attribute (code 15) holding the "
+    "raw bytes. program_reader.py below reads all of it, to port.")
+
+
+def record_add_one_listings(evidence) -> None:
+    """The listings the level-3 claim prints: program_reader.py and level3_add.py whole, what
+    level3_add.py imports from the package, and the x + 1 snippet as it ran."""
+    import inspect
+
+    from . import level3_add, program_reader
+    from .trace import as_run
+    evidence.excerpt("pytest_dumpref/pjrt/program_reader.py, the whole file (reads the artifact; "
+                     "python program_reader.py prog.bin lists and runs it)",
+                     inspect.getsource(program_reader), lang="python", fold=True)
+    evidence.excerpt("pytest_dumpref/pjrt/level3_add.py, the whole file (level 3 for x + 1 on "
+                     "minimal.c, in Python through cffi: the C a builder writes, entry point by "
+                     "entry point)", inspect.getsource(level3_add), lang="python", fold=True)
+    evidence.excerpt("what level3_add.py imports from the package (abi.py, toolchain.py), the "
+                     "whole of it", level3_add.imports_listing(), lang="python", fold=True)
+    evidence.excerpt("what ran, in a fresh Python with minimal.c's library registered by "
+                     "PJRT_NAMES_AND_LIBRARY_PATHS", as_run(ADD_ONE.replace("LEAVE_OUT", "()")),
+                     lang="python", fold=True)
