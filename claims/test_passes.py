@@ -34,7 +34,7 @@ from pytest_dumpref.examples import transformer_block
 from pytest_dumpref.xla import plain_jax
 from pytest_dumpref.xla.dump import DumpSession, shown_name
 from pytest_dumpref.xla.hlo import parse_shape
-from pytest_dumpref.xla.passes import (PassChange, PassStudy, by_shape, count_opcode, opcode_rows,
+from pytest_dumpref.xla.passes import (WHAT_THE_PASS_DOES, PassChange, PassStudy, by_shape, count_opcode, opcode_rows,
                                        record_rules, record_xla_agreement, shape_without_layout,
                                        show_computation, show_line, show_lines, show_pairs)
 from pytest_dumpref.xla.plain_jax import METHOD, PROVENANCE, B, D, F, H, S
@@ -75,13 +75,14 @@ def _xla_agrees(evidence, *sides) -> list:
     return out
 
 
-def _pass_evidence(evidence, study: PassStudy, rank: int, name: str, what: str) -> PassChange:
-    """What every pass claim records: the dump, what the pass does, the excerpt, the byte and
-    kernel arithmetic (by shape), and XLA's view of both sides."""
+def _pass_evidence(evidence, study: PassStudy, rank: int, name: str, what: str = "") -> PassChange:
+    """What every pass claim records: the dump, what the pass does (``what``, else
+    passes.WHAT_THE_PASS_DOES), the excerpt, the byte and kernel arithmetic (by shape), and
+    XLA's view of both sides."""
     ch = study.rank(rank)
     assert ch.pass_name == name, f"rank {rank} is {ch.pass_name} (step {ch.step}), not {name}"
     _record_dump(evidence, study.dump)
-    evidence.note(what)
+    evidence.note(what or WHAT_THE_PASS_DOES[name])
     fb, fa = ch.figures_before, ch.figures_after
     rows = ch.record(evidence)   # excerpts, counts, and the by-shape arithmetic of the bytes
     assert fb.bytes_read - fa.bytes_read == sum(r["bytes read (removed - added)"] for r in rows)
@@ -187,10 +188,7 @@ def test_02_the_ten_passes_that_changed_it_most(study, evidence):
     title="Rank 1: fusion", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_03_rank1_fusion(study, evidence):
-    ch = _pass_evidence(evidence, study, 1, "fusion",
-                        "fusion (InstructionFusion, CPU policy in cpu_instruction_fusion.cc) fuses a "
-                        "producer into its consumer when the producer is cheap or used once, so the "
-                        "value is recomputed inside the consumer's loop instead of stored.")
+    ch = _pass_evidence(evidence, study, 1, "fusion")
     big = f"f32[{B},{S},{F}]"
     big_bytes = B * S * F * F32
     rem = by_shape(ch.kernels_removed)
@@ -230,10 +228,7 @@ def test_03_rank1_fusion(study, evidence):
     title="Rank 2: algsimp, first run", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_04_rank2_algsimp(study, evidence):
-    ch = _pass_evidence(evidence, study, 2, "algsimp",
-                        "algsimp (AlgebraicSimplifier) applies local rewrites that keep the value: "
-                        "x/c -> x*(1/c), reshape(reshape(x)) -> reshape(x), transpose with the "
-                        "identity permutation -> x, and so on, to a fixed point.")
+    ch = _pass_evidence(evidence, study, 2, "algsimp")
     removed = Counter(i.opcode for i in ch.removed)
     evidence.table("instructions algsimp removed, by opcode", opcode_rows(ch.removed, "removed"), fold=True)
     a, b = ch.before.module, ch.after.module
@@ -260,10 +255,7 @@ def test_04_rank2_algsimp(study, evidence):
     "it into a bitcast.", title="Rank 3: dot_decomposer", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_05_rank3_dot_decomposer(study, evidence):
-    ch = _pass_evidence(evidence, study, 3, "dot_decomposer",
-                        "dot_decomposer (DotDecomposer) rewrites each dot with batch or several "
-                        "contracting/non-contracting dimensions into [batch, rows, cols] canonical "
-                        "form: transpose the operands, reshape them to 2-D (or 3-D), dot, reshape back.")
+    ch = _pass_evidence(evidence, study, 3, "dot_decomposer")
     old = [i for i in ch.removed if i.opcode == "dot"]
     new = [i for i in ch.added if i.opcode == "dot"]
     evidence.table("dots before and after", [{"before": f"{a.name} = {a.shape}", "after": f"{b.name} = {b.shape}"}
@@ -281,10 +273,7 @@ def test_05_rank3_dot_decomposer(study, evidence):
     "reshapes copied.", title="Rank 4: reshape-decomposer", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_06_rank4_reshape_decomposer(study, evidence):
-    ch = _pass_evidence(evidence, study, 4, "reshape-decomposer",
-                        "reshape-decomposer (ReshapeDecomposer) replaces a reshape whose input and "
-                        "output layouts make it a no-op by a bitcast, and splits the others into "
-                        "copy + bitcast.")
+    ch = _pass_evidence(evidence, study, 4, "reshape-decomposer")
     gone = [k for k in ch.kernels_removed]
     reshapes = [i for i in ch.removed if i.opcode == "reshape"]
     bitcasts = [i for i in ch.added if i.opcode == "bitcast"]
@@ -304,10 +293,7 @@ def test_06_rank4_reshape_decomposer(study, evidence):
     title="Rank 5: dot-library-rewriter", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_07_rank5_dot_library_rewriter(study, evidence):
-    ch = _pass_evidence(evidence, study, 5, "dot-library-rewriter",
-                        "dot-library-rewriter (CPU) outlines dots and the reductions and elementwise "
-                        "ops around them that a library supports into kCustom fusions the CPU runtime "
-                        "runs with YNNPACK.")
+    ch = _pass_evidence(evidence, study, 5, "dot-library-rewriter")
     removed = Counter(i.opcode for i in ch.removed)
     evidence.table("instructions outlined into library fusions, by opcode",
                    opcode_rows(ch.removed, "outlined"), fold=True)
@@ -344,9 +330,7 @@ def test_08_rank6_algsimp_again(study, evidence):
     "computation, and not a byte changes.", title="Rank 7: call-inliner", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_09_rank7_call_inliner(study, evidence):
-    ch = _pass_evidence(evidence, study, 7, "call-inliner",
-                        "call-inliner (CallInliner) replaces each call instruction by the body of "
-                        "the computation it calls.")
+    ch = _pass_evidence(evidence, study, 7, "call-inliner")
     calls = [i for i in ch.removed if i.opcode == "call"]
     evidence.excerpt("the calls it removed", show_lines(calls), lang="hlo", fold=True)
     callees = sorted(c for i in calls for c in i.called)
@@ -365,9 +349,7 @@ def test_09_rank7_call_inliner(study, evidence):
     "renamed, not changed.", title="Rank 8: cse", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_10_rank8_cse(study, evidence):
-    ch = _pass_evidence(evidence, study, 8, "cse",
-                        "cse (HloCSE) replaces an instruction by an identical one (same opcode, "
-                        "operands and attributes) computed earlier.")
+    ch = _pass_evidence(evidence, study, 8, "cse")
     subs = [i for i in ch.removed if i.opcode == "subtract"]
     evidence.excerpt("subtracts removed", show_lines(subs), lang="hlo", fold=True)
     assert not ch.added and not ch.kernels_added
@@ -394,9 +376,7 @@ def test_10_rank8_cse(study, evidence):
     "f32[4,128,1] values.", title="Rank 9: reshape-mover", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_11_rank9_reshape_mover(study, evidence):
-    ch = _pass_evidence(evidence, study, 9, "reshape-mover",
-                        "reshape-mover (ReshapeMover) sinks reshapes and transposes below "
-                        "elementwise operations when that lets them cancel.")
+    ch = _pass_evidence(evidence, study, 9, "reshape-mover")
     small = {f"f32[{B},{S}]", f"f32[{B},{S},1]"}
     shapes = {shape_without_layout(k[1]) for k in ch.kernels_removed + ch.kernels_added}
     assert shapes and shapes <= small
@@ -410,10 +390,7 @@ def test_11_rank9_reshape_mover(study, evidence):
     title="Rank 10: layout-assignment", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_12_rank10_layout_assignment(study, evidence):
-    ch = _pass_evidence(evidence, study, 10, "layout-assignment",
-                        "layout-assignment (CpuLayoutAssignment) picks a physical layout for every "
-                        "array, constrained by what each kernel needs, and inserts copies where a "
-                        "producer's layout differs from what its consumer requires.")
+    ch = _pass_evidence(evidence, study, 10, "layout-assignment")
     copies = [i for i in ch.added if i.opcode == "copy"]
     evidence.excerpt("copies inserted", show_lines(copies), lang="hlo", fold=True)
     head = B * H * S * HD * F32

@@ -141,10 +141,7 @@ def test_the_contract(pjrt_plugin, pjrt_map, evidence, tmp_path):
     assert seen["jax.default_backend()"] == "dumpref", seen
     assert "platform 'dumpref'" in seen["jax.devices('other')"], seen
     assert seen["jax.devices('dumpref')"].startswith("RuntimeError: Unknown backend dumpref"), seen
-    evidence.note("The registration name is the backend's name in jax (jax.devices(name) finds it); "
-                  "PlatformName is the platform the device reports (device.platform, "
-                  "jax.default_backend()). A level passes with the two different, but then "
-                  "jax.devices(jax.default_backend()) fails: give both the same name.")
+    evidence.note(registration.NAME_AND_PLATFORM)
     returns = slot_return_types()
     void = {k: v for k, v in returns.items() if v != "PJRT_Error*"}
     evidence.number("functions in the PJRT_Api table (the real header)", len(returns))
@@ -319,8 +316,7 @@ def test_minimal_plugin_appendix(pjrt_plugin, pjrt_map, evidence, tmp_path):
     assert api.struct_size == api.header_struct_size("PJRT_Api")
     attributes = minimal.attribute_counts(api)
     # The reader's recipe, run as written in a folder of its own.
-    done = minimal.run_reader_recipe(tmp_path / "reader", {
-        f"level{lv.number}.py": as_run(lv.code) for lv in LEVELS[:2]})
+    done = minimal.run_reader_recipe(tmp_path / "reader")  # minimal.c, level1.py and level2.py
     marks = done.stdout.count(OK_MARK)
     evidence.number("level snippets that printed their mark in the reader's run", marks)
     assert done.returncode == 0 and marks == 2, done.stdout[-2000:] + done.stderr[-2000:]

@@ -180,10 +180,14 @@ python level1.py && python level2.py
 """
 
 
-def run_reader_recipe(folder: Path, snippets: dict[str, str]) -> subprocess.CompletedProcess:
+def run_reader_recipe(folder: Path, snippets: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """READER_RECIPE run as written in `folder`, which gets minimal.c and the `snippets`
-    (file name -> text); this package's switches are left out of the environment, so the
-    device comes only from the recipe's own PJRT_NAMES_AND_LIBRARY_PATHS."""
+    (file name -> text; by default level1.py and level2.py, the level snippets as they run);
+    this package's switches are left out of the environment, so the device comes only from
+    the recipe's own PJRT_NAMES_AND_LIBRARY_PATHS."""
+    from .trace import as_run
+    if snippets is None:
+        snippets = {f"level{lv.number}.py": as_run(lv.code) for lv in LEVELS[:2]}
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "minimal.c").write_text(source_path().read_text())

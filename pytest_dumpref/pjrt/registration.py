@@ -37,6 +37,11 @@ DEVICES_AND_LIBRARIES = (
     "libs = sorted({l.split()[-1] for l in open('/proc/self/maps') if 'dumpref_pjrt' in l})\n"
     "print(json.dumps({'devices': devs, 'platform': jax.devices()[0].platform,"
     " 'libs': [[p, hashlib.sha256(open(p, 'rb').read()).hexdigest()] for p in libs]}))\n")
+#: What registering minimal.c as 'other' (its PlatformName 'dumpref') shows, in words.
+NAME_AND_PLATFORM = ("The registration name is the backend's name in jax (jax.devices(name) finds it); "
+                     "PlatformName is the platform the device reports (device.platform, "
+                     "jax.default_backend()). A level passes with the two different, but then "
+                     "jax.devices(jax.default_backend()) fails: give both the same name.")
 DEFAULT_BACKEND = "import json\nprint(json.dumps([jax.default_backend(), [d.platform for d in jax.devices()]]))\n"
 
 

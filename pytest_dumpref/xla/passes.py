@@ -188,6 +188,46 @@ EXCERPT_MARKS = (
     "same in every run.")
 
 
+#: What each pass the pass study annotates does, in words: the note each of its pass claims
+#: opens with, keyed by the pass's name in the dump (algsimp: its first run; the claim on its
+#: second run says what that run is).
+WHAT_THE_PASS_DOES = {
+    "fusion": (
+        "fusion (InstructionFusion, CPU policy in cpu_instruction_fusion.cc) fuses a "
+        "producer into its consumer when the producer is cheap or used once, so the "
+        "value is recomputed inside the consumer's loop instead of stored."),
+    "algsimp": (
+        "algsimp (AlgebraicSimplifier) applies local rewrites that keep the value: "
+        "x/c -> x*(1/c), reshape(reshape(x)) -> reshape(x), transpose with the "
+        "identity permutation -> x, and so on, to a fixed point."),
+    "dot_decomposer": (
+        "dot_decomposer (DotDecomposer) rewrites each dot with batch or several "
+        "contracting/non-contracting dimensions into [batch, rows, cols] canonical "
+        "form: transpose the operands, reshape them to 2-D (or 3-D), dot, reshape back."),
+    "reshape-decomposer": (
+        "reshape-decomposer (ReshapeDecomposer) replaces a reshape whose input and "
+        "output layouts make it a no-op by a bitcast, and splits the others into "
+        "copy + bitcast."),
+    "dot-library-rewriter": (
+        "dot-library-rewriter (CPU) outlines dots and the reductions and elementwise "
+        "ops around them that a library supports into kCustom fusions the CPU runtime "
+        "runs with YNNPACK."),
+    "call-inliner": (
+        "call-inliner (CallInliner) replaces each call instruction by the body of "
+        "the computation it calls."),
+    "cse": (
+        "cse (HloCSE) replaces an instruction by an identical one (same opcode, "
+        "operands and attributes) computed earlier."),
+    "reshape-mover": (
+        "reshape-mover (ReshapeMover) sinks reshapes and transposes below "
+        "elementwise operations when that lets them cancel."),
+    "layout-assignment": (
+        "layout-assignment (CpuLayoutAssignment) picks a physical layout for every "
+        "array, constrained by what each kernel needs, and inserts copies where a "
+        "producer's layout differs from what its consumer requires."),
+}
+
+
 def record_rules(evidence, *keys: str, words: dict | None = None) -> None:
     """Record the rules of DEFINITIONS that a claim's numbers rest on, as the code states
     them, in one folded table (a rule is said once, where a claim first uses it), after
