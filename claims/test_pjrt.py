@@ -17,7 +17,7 @@ import json
 import numpy as np
 import pytest
 
-from pytest_dumpref.pjrt import level3_add, minimal, registration
+from pytest_dumpref.pjrt import add_one, level3_add, minimal, registration
 from pytest_dumpref.pjrt.build import build_plugin
 from pytest_dumpref.pjrt.on_device import BLOCK_RUN, BLOCK_SHAPES, GPT2_RUN, GPT2_SHAPES
 from pytest_dumpref.pjrt.pjrt_map import (ERROR_CHANNEL, JAX_VIEW_CODE, LEVELS, OK_MARK, compressed_calls,
@@ -206,7 +206,7 @@ def test_the_contract(pjrt_plugin, pjrt_map, evidence, tmp_path):
                         "read by program_reader.py")
 def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
     built = build_plugin(tmp_path / "minimal", minimal=True)
-    run = minimal.add_one(built.path)
+    run = add_one.run(built.path)
     assert level_passed(run), run.why + run.stderr[-2000:]
     seen = run.printed(-2)
     (sent,) = seen["compile"]
@@ -215,8 +215,8 @@ def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
     evidence.number("bytes jax sent to PJRT_Client_Compile", len(code))
     evidence.number("level-3 slots level3_add.py fills", len(level3_add.SLOTS))
     evidence.number("MLIR bytecode version", prog.version)
-    evidence.note(minimal.artifact_note(sent, prog, code))
-    assert {minimal.CALLER_FILE, minimal.MEMORY_KIND, "<lambda>"} <= set(prog.strings), prog.strings
+    evidence.note(add_one.artifact_note(sent, prog, code))
+    assert {add_one.CALLER_FILE, minimal.MEMORY_KIND, "<lambda>"} <= set(prog.strings), prog.strings
     evidence.excerpt("main, as program_reader.py lists it (values numbered as the bytecode "
                      "numbers them; %0 is the argument)", prog.listing(), lang="text", fold=False)
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -228,11 +228,11 @@ def test_add_one_from_the_bytes_jax_sends(pjrt_plugin, evidence, tmp_path):
     assert executed["output_lists"] == "set by jax" and executed["output_lists[0][0] before"] == "NULL"
     evidence.number("PJRT_Executable_NumOutputs answered (main's return operands)", seen["num_outputs"][0])
     # Which slots x + 1 needs beyond the map's level-3 needs: the memory kind's one rule.
-    rows = minimal.add_one_rows(built, run, tmp_path)
+    rows = add_one.rows(built, run, tmp_path)
     evidence.table("x + 1 on the minimal plugin, by which level-3 slots it fills", rows)
     assert [r["x + 1 ran"] for r in rows] == ["yes", "no", "yes"], rows
-    evidence.note(minimal.COMPILE_AND_EXECUTE)
-    minimal.record_add_one_listings(evidence)
+    evidence.note(add_one.COMPILE_AND_EXECUTE)
+    add_one.record_listings(evidence)
     on_its_own: dict = {}
     exec(level3_add.imports_listing(), on_its_own)  # the listing runs without the package
     assert on_its_own["_ffi"]().typeof("PJRT_Api").kind == "struct"
