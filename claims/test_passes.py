@@ -32,31 +32,18 @@ import pytest
 
 from pytest_dumpref.examples import transformer_block
 from pytest_dumpref.xla import plain_jax
-from pytest_dumpref.xla.dump import MANIFEST, DumpSession, manifest_entries, manifest_listing, shown_name
-from pytest_dumpref.xla.passes import (EXCERPT_MARKS, WORDS, XLA_COST_LISTING, PassChange, PassStudy,
-                                       by_shape, plot_bytes, record_rules, record_xla_agreement,
-                                       shape_without_layout, show_line, show_lines)
-from pytest_dumpref.xla.plain_jax import B, D, F, H, S
-from pytest_dumpref.xla.traffic import is_bitcast_transpose, parse_buffer_assignment
-from pytest_dumpref.xla.xla_private import cost_analysis
+from pytest_dumpref.xla.dump import DumpSession, shown_name
+from pytest_dumpref.xla.hlo import parse_shape
+from pytest_dumpref.xla.passes import (WHAT_THE_PASS_DOES, PassChange, PassStudy, by_shape, count_opcode, opcode_rows,
+                                       record_rules, record_xla_agreement, shape_without_layout,
+                                       show_computation, show_line, show_lines, show_pairs)
+from pytest_dumpref.xla.plain_jax import METHOD, PROVENANCE, B, D, F, H, S
+from pytest_dumpref.xla.traffic import parse_buffer_assignment
 
 pytestmark = pytest.mark.passes
 
 HD = D // H      # B, S, D, H, F: the program's sizes (pytest_dumpref/xla/plain_jax.py)
 F32 = 4
-# Every parameter of the program, as the dump names them (the core checks each against the
-# compiled program's parameters).
-PROVENANCE = dict(dtype="f32", shapes={
-    "x": (B, S, D),
-    "params['ln1_g']": (D,), "params['ln1_b']": (D,),
-    "params['wq']": (D, D), "params['wk']": (D, D), "params['wv']": (D, D), "params['wo']": (D, D),
-    "params['ln2_g']": (D,), "params['ln2_b']": (D,),
-    "params['w1']": (D, F), "params['b1']": (F,), "params['w2']": (F, D), "params['b2']": (D,)})
-# One method for the whole study (the write-up states it once): every claim reads the same dump.
-METHOD = (f"XLA every-pass dump (xla_dump_hlo_pass_re=.*) of the forward pass "
-          f"transformer_block(x, params, n_heads={H}) on the CPU backend; spill-style byte "
-          f"accounting checked against XLA's HloCostAnalysis; buffers from the dump's buffer "
-          f"assignment of the optimized module (cpu_after_optimizations-buffer-assignment.txt)")
 EXPECTED_TOP10 = ["fusion", "algsimp", "dot_decomposer", "reshape-decomposer",
                   "dot-library-rewriter", "algsimp", "call-inliner", "cse", "reshape-mover",
                   "layout-assignment"]
@@ -71,10 +58,6 @@ def study(tmp_path_factory) -> PassStudy:
 
 def _record_dump(evidence, d) -> None:
     d.record(evidence, "XLA dump of transformer_block, every pass (manifest)")
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:g} MiB"
 
 
 # What the restated rules of traffic.py may leave unexplained on one snapshot: nothing.  The
@@ -92,23 +75,20 @@ def _xla_agrees(evidence, *sides) -> list:
     return out
 
 
-def _pass_evidence(evidence, study: PassStudy, rank: int, name: str, what: str) -> PassChange:
-    """What every pass claim records: the dump, what the pass does, the excerpt, the byte and
-    kernel arithmetic (by shape), and XLA's view of both sides."""
+def _pass_evidence(evidence, study: PassStudy, rank: int, name: str, what: str = "") -> PassChange:
+    """What every pass claim records: the dump, what the pass does (``what``, else
+    passes.WHAT_THE_PASS_DOES), the excerpt, the byte and kernel arithmetic (by shape), and
+    XLA's view of both sides."""
     ch = study.rank(rank)
     assert ch.pass_name == name, f"rank {rank} is {ch.pass_name} (step {ch.step}), not {name}"
     _record_dump(evidence, study.dump)
-    evidence.note(what)
+    evidence.note(what or WHAT_THE_PASS_DOES[name])
     fb, fa = ch.figures_before, ch.figures_after
     rows = ch.record(evidence)   # excerpts, counts, and the by-shape arithmetic of the bytes
     assert fb.bytes_read - fa.bytes_read == sum(r["bytes read (removed - added)"] for r in rows)
     assert fb.bytes_written - fa.bytes_written == sum(r["bytes written (removed - added)"] for r in rows)
     _xla_agrees(evidence, (f"before {name}", ch.before), (f"after {name}", ch.after))
     return ch
-
-
-def _count(module, opcode: str) -> int:
-    return sum(1 for i in module.entry.instructions if i.opcode == opcode)
 
 
 # ---- the program and the ranking --------------------------------------------------------------
@@ -123,76 +103,26 @@ def _count(module, opcode: str) -> int:
 def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     d = study.dump
     _record_dump(evidence, d)
-    evidence.excerpt("block.py, the program compiled: x f32[4,128,256] -> transformer_block(x, params, "
-                     "n_heads=4), the functions it calls, and the maker of its parameters "
-                     "(pytest_dumpref/examples.py, read with inspect.getsource by this claim)",
-                     plain_jax.block_source(), lang="python", fold=True)
     # The same dump without this tool: the recipe, run here, must write the same files.
-    recipe = plain_jax.run_recipe(tmp_path)
-    ours = manifest_entries(d.folder / MANIFEST)
-    theirs = manifest_entries(recipe.write_manifest())
-    evidence.excerpt("the same every-pass dump with plain jax: save the listing headed block.py above "
-                     "as block.py, then run (this claim runs exactly this, in a fresh folder)", plain_jax.RECIPE, lang="bash")
-    evidence.excerpt("how dumpref-manifest.txt is written (pytest_dumpref/xla/dump.py, as it ran)",
-                     manifest_listing(), lang="python", fold=True)
-    evidence.number("pass snapshots the plain-jax recipe wrote", len(recipe.snapshots))
-    evidence.number("dump files of the recipe identical to the tool's (sha256 without metadata "
-                    "and source locations)", sum(theirs.get(k) == v for k, v in ours.items()))
-    evidence.note(
-        f"The recipe's {len(ours)} text files are this claim's, name for name (module_NNNN aside) and, once metadata and "
-        "source locations are removed, byte for byte. Without the two device_put calls the passes are "
-        "the same but the parameters lack sharding={replicated} (jit annotates only arrays committed "
-        "to a device; the claims commit theirs to the CPU device so that XLA's CPU compiler runs "
-        "whatever backend is the default).")
+    ours, theirs = plain_jax.record_recipe(evidence, d, tmp_path)
     assert theirs == ours, (
         f"the plain-jax recipe's dump differs from the tool's: "
         f"{sorted(set(ours.items()) ^ set(theirs.items()))[:6]}")
 
     # Which steps changed the program, by the rule stated.
-    record_rules(evidence, "states", "changed", words={"words": WORDS, "excerpt marks": EXCERPT_MARKS})
-    first, last = study.changes[0], study.changes[-1]
-    reasons = Counter(why for _, why in study.skipped)
-    evidence.number("pass snapshots written", len(d.snapshots))
-    evidence.number("steps (pairs of consecutive states, the traced and optimized programs "
-                    "included)", len(d.snapshots) + 1)
-    evidence.number("steps whose two files are byte-identical", reasons["byte-identical"])
-    evidence.number("steps that only changed metadata", reasons["metadata only"])
-    evidence.number("steps that only renamed or reordered instructions", reasons["renaming or order only"])
-    evidence.number("pass runs that changed the program", len(study.changes))
+    study.record_steps(evidence)
     assert len(study.changes) + len(study.skipped) == len(d.snapshots) + 1
-    evidence.table("the steps that did not change the program, and why", [
-        {"step": "-" if st.step is None else st.step, "after": st.pass_name, "why not": why}
-        for st, why in study.skipped], fold=True)
 
     # Kernels and bytes, by the rules stated; the two rules a recount most easily gets wrong
     # are shown on the traced program itself.
-    record_rules(evidence, "kernels", "bytes", "xla bytes")
-    fb, fa = first.figures_before, last.figures_after
-    evidence.number("kernels traced", fb.kernel_count)
-    evidence.number("kernels optimized", fa.kernel_count)
-    evidence.number("bytes read traced", fb.bytes_read, unit="B")
-    evidence.number("bytes written traced", fb.bytes_written, unit="B")
-    evidence.number("bytes read optimized", fa.bytes_read, unit="B")
-    evidence.number("bytes written optimized", fa.bytes_written, unit="B")
+    first, last = study.changes[0], study.changes[-1]
+    fb, fa = study.record_ends(evidence)
     traced = first.before.module
     kernel_names = {k[0] for k in fb.kernels}
-    transposes = [i for i in traced.entry.instructions if i.opcode == "transpose"]
-    relabels = [i for i in transposes if is_bitcast_transpose(traced.entry, i)]
-    evidence.number("transposes in the traced program", len(transposes))
-    evidence.number("of them bitcasts by the TransposeIsBitcast test, so not kernels", len(relabels))
-    evidence.excerpt("the traced program's transposes (entry computation of "
-                     f"{shown_name(d.files.before_optimizations)})",
-                     show_lines(transposes), lang="hlo", fold=True)
+    transposes, relabels = study.record_traced_transposes(evidence)
     assert not kernel_names & {i.name for i in relabels}
     assert {i.name for i in transposes} - {i.name for i in relabels} <= kernel_names
-    repeated = [i for i in traced.entry.instructions
-                if i.name in kernel_names and len(set(i.operands)) < len(i.operands)]
-    again = sum(traced.entry.instruction(o).shape.byte_size
-                for i in repeated for n, o in enumerate(i.operands) if o in i.operands[:n])
-    evidence.excerpt("the traced program's kernels that name an operand twice (jnp.square in "
-                     "each layer norm, x ** 3 in the GELU): each slot is read",
-                     show_lines(repeated), lang="hlo", fold=True)
-    evidence.number("bytes read traced through a repeated operand's second slot", again, unit="B")
+    repeated = study.record_repeated_operands(evidence)
     kernel_read = {k[0]: k[2] for k in fb.kernels}
     assert repeated and all(kernel_read[i.name] == sum(traced.entry.instruction(o).shape.byte_size
                                                        for o in i.operands) for i in repeated)
@@ -203,7 +133,10 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     assert unexplained == 0
     # the traced program's only difference is XLA's float32 rounding: a few bytes
     assert abs(fb.bytes_accessed - c0["bytes accessed"]) <= 64, (fb.bytes_accessed, c0["bytes accessed"])
-    _cost_listing(evidence, study, tmp_path, {first.before.path: c0, last.after.path: c1})
+    listed, expected = plain_jax.record_cost_listing(evidence, d, tmp_path,
+                                                     {first.before.path: c0, last.after.path: c1})
+    assert set(listed) == set(expected), sorted(set(listed) ^ set(expected))
+    assert listed == expected, sorted(set(listed.items()) ^ set(expected.items()))
     # the matmuls, from the shapes: q, k, v, o projections; scores and p @ v; two MLP matmuls
     dot_flops = 4 * 2 * B * S * D * D + 2 * (2 * B * H * S * S * HD) + 2 * (2 * B * S * D * F)
     evidence.number("matmul flops from the shapes", dot_flops)
@@ -216,30 +149,6 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     assert 20 <= len(d.snapshots) <= 80
 
 
-def _cost_listing(evidence, study: PassStudy, recipe_folder, recorded: dict) -> None:
-    """Run XLA_COST_LISTING, as shown, on the recipe's dump in a plain-jax subprocess; every
-    file's figures must be those xla_private.cost_analysis gives for the tool's own file of
-    that name, and those of ``recorded`` (path -> cost) the numbers this claim records."""
-    evidence.excerpt("XLA's cost analysis of any dump file with plain jax: save as xla_cost.py "
-                     "beside block.py (jax's public Compiled.cost_analysis() only reaches the "
-                     "traced and optimized ends)", XLA_COST_LISTING, lang="python", fold=True)
-    evidence.excerpt("then run (this claim runs exactly this in the recipe's folder)",
-                     plain_jax.COST_COMMAND, lang="bash")
-    listed = plain_jax.run_cost_listing(recipe_folder)
-    tool_files = {shown_name(p): p for p in [study.dump.files.before_optimizations,
-                                              *(s.path for s in study.dump.snapshots),
-                                              study.dump.files.optimized]}
-    assert set(listed) == set(tool_files), sorted(set(listed) ^ set(tool_files))
-    for name, path in tool_files.items():
-        cost = recorded.get(path) or cost_analysis(path.read_text(), source=str(path))
-        assert listed[name] == (round(cost["bytes accessed"]), round(cost["flops"])), (name, listed[name])
-    evidence.number("HLO files of the recipe's dump the listing analysed, each equal to the "
-                    "tool's XLA figures", len(listed))
-    evidence.table("XLA's cost analysis of every HLO file of the dump, as the listing prints it", [
-        {"file": name, "bytes accessed": listed[name][0], "flops": listed[name][1]}
-        for name in sorted(listed)], fold=True)
-
-
 @pytest.mark.claim(
     "Ranked by the share of the traced program they changed (bytes read, bytes written and "
     "instructions), the ten pass runs that changed the block most are, in order: fusion, "
@@ -250,28 +159,12 @@ def _cost_listing(evidence, study: PassStudy, recipe_folder, recorded: dict) -> 
 def test_02_the_ten_passes_that_changed_it_most(study, evidence):
     _record_dump(evidence, study.dump)
     record_rules(evidence, "instructions", "matching", "score", "kernels matched")
-    base = study.changes[0].baseline
+    base, entry, callees = study.record_baseline(evidence)
     traced = study.changes[0].before.module
-    entry = len(traced.entry.instructions)
-    callees = sorted({c for i in traced.entry.instructions if i.opcode in ("call", "while", "conditional")
-                      for c in i.called})
-    evidence.number("R0: bytes read by the traced program", base.bytes_read, unit="B")
-    evidence.number("W0: bytes written by the traced program", base.bytes_written, unit="B")
-    evidence.number("N0: instructions of the traced program compared", base.instructions)
-    evidence.number("of them in the entry computation", entry)
-    evidence.number(f"of them in the computations it calls ({', '.join(callees)})",
-                    base.instructions - entry)
     assert (base.bytes_read, base.bytes_written) == (study.changes[0].figures_before.bytes_read,
                                                      study.changes[0].figures_before.bytes_written)
     assert base.instructions == entry + sum(len(traced.computations[c].instructions) for c in callees)
-    evidence.table("the ten pass runs with the highest score", [
-        {"rank": n, "pass": c.pass_name, "step": c.step, "pipeline": c.pipeline,
-         "score": round(c.score, 4), "+instr": len(c.added), "-instr": len(c.removed),
-         "~instr": len(c.rewritten), "renamed (not counted)": c.renamed,
-         "kernels": f"{c.figures_before.kernel_count} -> {c.figures_after.kernel_count}",
-         "bytes read": f"{c.figures_before.bytes_read:,} -> {c.figures_after.bytes_read:,}",
-         "bytes written": f"{c.figures_before.bytes_written:,} -> {c.figures_after.bytes_written:,}"}
-        for n, c in enumerate(study.top, start=1)], fold=True)
+    evidence.table("the ten pass runs with the highest score", study.top_rows(), fold=True)
     evidence.note("+instr, -instr, ~instr: instructions added, removed and rewritten; the "
                   "score's instructions changed are their sum.")
     assert [c.pass_name for c in study.top] == EXPECTED_TOP10
@@ -295,10 +188,7 @@ def test_02_the_ten_passes_that_changed_it_most(study, evidence):
     title="Rank 1: fusion", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_03_rank1_fusion(study, evidence):
-    ch = _pass_evidence(evidence, study, 1, "fusion",
-                        "fusion (InstructionFusion, CPU policy in cpu_instruction_fusion.cc) fuses a "
-                        "producer into its consumer when the producer is cheap or used once, so the "
-                        "value is recomputed inside the consumer's loop instead of stored.")
+    ch = _pass_evidence(evidence, study, 1, "fusion")
     big = f"f32[{B},{S},{F}]"
     big_bytes = B * S * F * F32
     rem = by_shape(ch.kernels_removed)
@@ -306,7 +196,7 @@ def test_03_rank1_fusion(study, evidence):
     n_removed = rem[big][0]
     evidence.number(f"{big} kernels removed", n_removed)
     evidence.number(f"bytes written by the removed {big} kernels", rem[big][2], unit="B")
-    evidence.note(f"{big} = {B}*{S}*{F} floats * 4 B = {_mib(big_bytes)}")
+    evidence.note(f"{big} = {B}*{S}*{F} floats * 4 B = {big_bytes / 2**20:g} MiB")
     assert n_removed >= 10 and rem[big][2] == n_removed * big_bytes
     # what remains of the MLP's wide activations: one loop kernel writing f32[512,1024]
     wide = [k for k in ch.figures_after.kernels if k[3] == big_bytes]
@@ -322,7 +212,7 @@ def test_03_rank1_fusion(study, evidence):
     gelu = ch.after.module.entry.instruction(loops[0][0])
     body = ch.after.module.computations[gelu.called[0]]
     evidence.excerpt(f"after fusion: the one loop kernel with a {big}-sized result (bias add and GELU), and its fused computation",
-                     "\n".join([show_line(gelu), body.header] + [show_line(i) for i in body.instructions] + ["}"]),
+                     show_line(gelu) + "\n" + show_computation(body),
                      lang="hlo", fold=True)
     assert len(chain) == n_removed
     assert {"tanh", "multiply", "add"} <= {i.opcode for i in body.instructions}
@@ -338,30 +228,23 @@ def test_03_rank1_fusion(study, evidence):
     title="Rank 2: algsimp, first run", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_04_rank2_algsimp(study, evidence):
-    ch = _pass_evidence(evidence, study, 2, "algsimp",
-                        "algsimp (AlgebraicSimplifier) applies local rewrites that keep the value: "
-                        "x/c -> x*(1/c), reshape(reshape(x)) -> reshape(x), transpose with the "
-                        "identity permutation -> x, and so on, to a fixed point.")
+    ch = _pass_evidence(evidence, study, 2, "algsimp")
     removed = Counter(i.opcode for i in ch.removed)
-    evidence.table("instructions algsimp removed, by opcode",
-                   [["opcode", "removed"]] + sorted(removed.items()), fold=True)
+    evidence.table("instructions algsimp removed, by opcode", opcode_rows(ch.removed, "removed"), fold=True)
     a, b = ch.before.module, ch.after.module
-    evidence.number("divides before", _count(a, "divide"))
-    evidence.number("divides after", _count(b, "divide"))
-    evidence.number("multiplies before", _count(a, "multiply"))
-    evidence.number("multiplies after", _count(b, "multiply"))
+    evidence.number("divides before", count_opcode(a, "divide"))
+    evidence.number("divides after", count_opcode(b, "divide"))
+    evidence.number("multiplies before", count_opcode(a, "multiply"))
+    evidence.number("multiplies after", count_opcode(b, "multiply"))
     assert removed["reshape"] >= 10 and removed["transpose"] >= 4 and removed["broadcast"] >= 4
     # identity: a transpose that keeps the order of dimensions, a broadcast to its operand's shape
-    same_dims = [i for i in ch.removed if i.opcode in ("transpose", "broadcast")
-                 and a.instruction(i.operands[0]).shape.dims == i.shape.dims]
-    identity_transposes = [i for i in same_dims if i.opcode == "transpose" and
-                           i.attrs["dimensions"] == "{" + ",".join(map(str, range(len(i.shape.dims)))) + "}"]
+    identity_transposes, identity_broadcasts = ch.identities_removed()
     evidence.number("identity transposes removed", len(identity_transposes))
-    evidence.number("identity broadcasts removed", sum(i.opcode == "broadcast" for i in same_dims))
-    assert len(identity_transposes) >= 4 and sum(i.opcode == "broadcast" for i in same_dims) >= 4
-    assert _count(b, "divide") < _count(a, "divide")
-    assert _count(b, "multiply") > _count(a, "multiply")
-    assert _count(b, "transpose") < _count(a, "transpose")
+    evidence.number("identity broadcasts removed", len(identity_broadcasts))
+    assert len(identity_transposes) >= 4 and len(identity_broadcasts) >= 4
+    assert count_opcode(b, "divide") < count_opcode(a, "divide")
+    assert count_opcode(b, "multiply") > count_opcode(a, "multiply")
+    assert count_opcode(b, "transpose") < count_opcode(a, "transpose")
     assert ch.figures_after.kernel_count < ch.figures_before.kernel_count
 
 
@@ -372,10 +255,7 @@ def test_04_rank2_algsimp(study, evidence):
     "it into a bitcast.", title="Rank 3: dot_decomposer", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_05_rank3_dot_decomposer(study, evidence):
-    ch = _pass_evidence(evidence, study, 3, "dot_decomposer",
-                        "dot_decomposer (DotDecomposer) rewrites each dot with batch or several "
-                        "contracting/non-contracting dimensions into [batch, rows, cols] canonical "
-                        "form: transpose the operands, reshape them to 2-D (or 3-D), dot, reshape back.")
+    ch = _pass_evidence(evidence, study, 3, "dot_decomposer")
     old = [i for i in ch.removed if i.opcode == "dot"]
     new = [i for i in ch.added if i.opcode == "dot"]
     evidence.table("dots before and after", [{"before": f"{a.name} = {a.shape}", "after": f"{b.name} = {b.shape}"}
@@ -393,10 +273,7 @@ def test_05_rank3_dot_decomposer(study, evidence):
     "reshapes copied.", title="Rank 4: reshape-decomposer", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_06_rank4_reshape_decomposer(study, evidence):
-    ch = _pass_evidence(evidence, study, 4, "reshape-decomposer",
-                        "reshape-decomposer (ReshapeDecomposer) replaces a reshape whose input and "
-                        "output layouts make it a no-op by a bitcast, and splits the others into "
-                        "copy + bitcast.")
+    ch = _pass_evidence(evidence, study, 4, "reshape-decomposer")
     gone = [k for k in ch.kernels_removed]
     reshapes = [i for i in ch.removed if i.opcode == "reshape"]
     bitcasts = [i for i in ch.added if i.opcode == "bitcast"]
@@ -416,17 +293,14 @@ def test_06_rank4_reshape_decomposer(study, evidence):
     title="Rank 5: dot-library-rewriter", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_07_rank5_dot_library_rewriter(study, evidence):
-    ch = _pass_evidence(evidence, study, 5, "dot-library-rewriter",
-                        "dot-library-rewriter (CPU) outlines dots and the reductions and elementwise "
-                        "ops around them that a library supports into kCustom fusions the CPU runtime "
-                        "runs with YNNPACK.")
+    ch = _pass_evidence(evidence, study, 5, "dot-library-rewriter")
     removed = Counter(i.opcode for i in ch.removed)
     evidence.table("instructions outlined into library fusions, by opcode",
-                   [["opcode", "outlined"]] + sorted(removed.items()), fold=True)
+                   opcode_rows(ch.removed, "outlined"), fold=True)
     assert ch.added and all(i.opcode == "fusion" and i.fusion_kind == "kCustom"
                             and "__ynn_fusion" in i.attrs.get("backend_config", "") for i in ch.added)
     assert removed["dot"] == 8 and removed["reduce"] >= 4 and removed["exponential"] == 1
-    assert _count(ch.after.module, "dot") == 0
+    assert count_opcode(ch.after.module, "dot") == 0
 
 
 @pytest.mark.claim(
@@ -456,16 +330,14 @@ def test_08_rank6_algsimp_again(study, evidence):
     "computation, and not a byte changes.", title="Rank 7: call-inliner", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_09_rank7_call_inliner(study, evidence):
-    ch = _pass_evidence(evidence, study, 7, "call-inliner",
-                        "call-inliner (CallInliner) replaces each call instruction by the body of "
-                        "the computation it calls.")
+    ch = _pass_evidence(evidence, study, 7, "call-inliner")
     calls = [i for i in ch.removed if i.opcode == "call"]
     evidence.excerpt("the calls it removed", show_lines(calls), lang="hlo", fold=True)
     callees = sorted(c for i in calls for c in i.called)
     evidence.table("computations inlined", [["computation"]] + [[c] for c in callees], fold=True)
     assert len(calls) == 2
     assert any("tril" in c for c in callees) and any("where" in c for c in callees)
-    assert _count(ch.after.module, "call") == 0
+    assert count_opcode(ch.after.module, "call") == 0
     fb, fa = ch.figures_before, ch.figures_after
     assert (fb.bytes_read, fb.bytes_written) == (fa.bytes_read, fa.bytes_written)
     assert sorted(k[1:] for k in fb.kernels) == sorted(k[1:] for k in fa.kernels)
@@ -477,9 +349,7 @@ def test_09_rank7_call_inliner(study, evidence):
     "renamed, not changed.", title="Rank 8: cse", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_10_rank8_cse(study, evidence):
-    ch = _pass_evidence(evidence, study, 8, "cse",
-                        "cse (HloCSE) replaces an instruction by an identical one (same opcode, "
-                        "operands and attributes) computed earlier.")
+    ch = _pass_evidence(evidence, study, 8, "cse")
     subs = [i for i in ch.removed if i.opcode == "subtract"]
     evidence.excerpt("subtracts removed", show_lines(subs), lang="hlo", fold=True)
     assert not ch.added and not ch.kernels_added
@@ -492,12 +362,11 @@ def test_10_rank8_cse(study, evidence):
     # (an operand that names another instruction of the same base name), which is why a diff
     # keyed by instruction name alone counts more for cse than its score does.
     gone = {i.name for i in ch.removed}
-    repointed = [(a, b) for a, b in ch.renamed_pairs if a.operands != b.operands]
+    repointed = ch.repointed()
     evidence.number("instructions renamed (not counted)", ch.renamed)
     evidence.number("of them users whose operand now names the surviving copy", len(repointed))
     evidence.excerpt("users cse pointed at the surviving copies ('-' before, '+' after; counted "
-                     "as renamed)", "\n".join(f"- {show_line(a).strip()}\n+ {show_line(b).strip()}"
-                                               for a, b in repointed), lang="hlo", fold=True)
+                     "as renamed)", show_pairs(repointed), lang="hlo", fold=True)
     assert repointed and all(set(a.operands) - set(b.operands) <= gone for a, b in repointed)
 
 
@@ -507,9 +376,7 @@ def test_10_rank8_cse(study, evidence):
     "f32[4,128,1] values.", title="Rank 9: reshape-mover", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_11_rank9_reshape_mover(study, evidence):
-    ch = _pass_evidence(evidence, study, 9, "reshape-mover",
-                        "reshape-mover (ReshapeMover) sinks reshapes and transposes below "
-                        "elementwise operations when that lets them cancel.")
+    ch = _pass_evidence(evidence, study, 9, "reshape-mover")
     small = {f"f32[{B},{S}]", f"f32[{B},{S},1]"}
     shapes = {shape_without_layout(k[1]) for k in ch.kernels_removed + ch.kernels_added}
     assert shapes and shapes <= small
@@ -523,10 +390,7 @@ def test_11_rank9_reshape_mover(study, evidence):
     title="Rank 10: layout-assignment", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_12_rank10_layout_assignment(study, evidence):
-    ch = _pass_evidence(evidence, study, 10, "layout-assignment",
-                        "layout-assignment (CpuLayoutAssignment) picks a physical layout for every "
-                        "array, constrained by what each kernel needs, and inserts copies where a "
-                        "producer's layout differs from what its consumer requires.")
+    ch = _pass_evidence(evidence, study, 10, "layout-assignment")
     copies = [i for i in ch.added if i.opcode == "copy"]
     evidence.excerpt("copies inserted", show_lines(copies), lang="hlo", fold=True)
     head = B * H * S * HD * F32
@@ -561,15 +425,9 @@ def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
     evidence.number("sum of their sizes", total, unit="B")
     # Every value with its byte range, and the values whose ranges overlap it: those were
     # never live at the same time, so XLA let them share those bytes.
-    def overlaps(a, b):
-        return a is not b and a.offset < b.offset + b.size and b.offset < a.offset + a.size
-    layout = sorted(temp.values, key=lambda v: (v.offset, v.name))
     evidence.table("every value of the temporary allocation: its byte range, and the values "
-                   "that reuse some of those bytes (never live at the same time)", [
-        {"value": v.name, "shape": v.shape, "bytes": f"[{v.offset:,}, {v.offset + v.size:,})",
-         "shares bytes with": ", ".join(o.name for o in layout if overlaps(v, o)) or "(none)"}
-        for v in layout], fold=True)
-    assert sum(1 for v in layout if any(overlaps(v, o) for o in layout)) >= 2
+                   "that reuse some of those bytes (never live at the same time)", temp.layout_rows(), fold=True)
+    assert sum(1 for v in temp.values if temp.overlapping(v)) >= 2
     assert total > 2 * temp.size
     assert max(v.offset + v.size for v in temp.values) == temp.size
     outputs = [a for a in allocations if "maybe-live-out" in a.kinds]
@@ -577,7 +435,6 @@ def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
         {"allocation": a.index, "value": v.name, "shape": v.shape} for a in outputs for v in a.values], fold=True)
     assert outputs and max(len(a.values) for a in outputs) > 1
     # each value's size is its shape's
-    from pytest_dumpref.xla.hlo import parse_shape
     for v in temp.values:
         assert parse_shape(v.shape).byte_size == v.size, v
 
@@ -590,13 +447,8 @@ def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_14_bytes_across_the_pass_sequence(study, evidence, tmp_path):
     _record_dump(evidence, study.dump)
-    out = tmp_path / "passes_bytes.png"
-    points = plot_bytes(study.changes, out, f"transformer block forward, x f32[{B},{S},{D}]: "
-                        "traffic after each pass that changed it")
-    evidence.figure("bytes read and written across the pass sequence (drawn with matplotlib)", out)
-    evidence.table("bytes after each pass that changed the program", [
-        {"state": lab, "bytes read": f.bytes_read, "bytes written": f.bytes_written}
-        for lab, f in points], fold=True)
+    study.record_bytes_plot(evidence, tmp_path / "passes_bytes.png", f"transformer block forward, "
+                            f"x f32[{B},{S},{D}]: traffic after each pass that changed it")
     drops = [(c.figures_before.bytes_accessed - c.figures_after.bytes_accessed, c.pass_name)
              for c in study.changes]
     biggest = max(drops)

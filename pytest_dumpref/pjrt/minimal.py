@@ -10,7 +10,10 @@ Study 3's appendix prints the file whole.  Here it is measured, not described:
 - :data:`EDITS` are the experiments the map's rules rest on, each a one-line change of the file
   (a NULL slot jax calls, a NULL slot it never calls, a host transfer without its event, the
   table's version and size, the memory kind): the edited copy is built and the level run, so
-  each rule is a measurement.
+  each rule is a measurement;
+- the rows and notes Study 3 records of those runs (the contract in words, the appendix's
+  table and jax's view of it) are made here, beside the runs, so its claims hold only their
+  sentences and assertions.  x + 1 on this plugin (level 3 from the page) is :mod:`.add_one`.
 """
 from __future__ import annotations
 
@@ -44,6 +47,14 @@ class Size:
     full_lines: int            # lines of the full plugin's C files (plugin_c/*.c, *.h)
     full_lines_levels_1_2: int  # ... without the program reader and executables (level 3)
     full_implemented: int      # entry points the full plugin implements (measured by the map)
+
+    def record(self, evidence) -> None:
+        """The appendix's numbers: minimal.c's lines and filled slots, the full plugin's lines."""
+        evidence.number("lines of minimal.c", self.lines)
+        evidence.number("slots it fills (SLOT entries of its table)", len(self.filled_in_source))
+        evidence.number("lines of the full plugin (plugin_c/*.c, *.h)", self.full_lines)
+        evidence.number("... of them outside the program reader and executables (levels 1-2)",
+                        self.full_lines_levels_1_2)
 
 
 #: The full plugin's files that serve level 3 only: the program reader and the executables.
@@ -172,10 +183,14 @@ python level1.py && python level2.py
 """
 
 
-def run_reader_recipe(folder: Path, snippets: dict[str, str]) -> subprocess.CompletedProcess:
+def run_reader_recipe(folder: Path, snippets: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """READER_RECIPE run as written in `folder`, which gets minimal.c and the `snippets`
-    (file name -> text); this package's switches are left out of the environment, so the
-    device comes only from the recipe's own PJRT_NAMES_AND_LIBRARY_PATHS."""
+    (file name -> text; by default level1.py and level2.py, the level snippets as they run);
+    this package's switches are left out of the environment, so the device comes only from
+    the recipe's own PJRT_NAMES_AND_LIBRARY_PATHS."""
+    from .trace import as_run
+    if snippets is None:
+        snippets = {f"level{lv.number}.py": as_run(lv.code) for lv in LEVELS[:2]}
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "minimal.c").write_text(source_path().read_text())
@@ -240,19 +255,6 @@ def run_contract_edit(edit, tmp_path) -> EditResult:
     return EditResult(edit, level_passed(r), OK_MARK in r.stdout, r.returncode, why)
 
 
-# Level 3 for x + 1 on the minimal plugin: its table's level-3 slots filled from Python
-# (pytest_dumpref/pjrt/level3_add.py) before jax asks for the device.
-ADD_ONE = """
-import json, os
-from pytest_dumpref.pjrt import level3_add
-level3_add.install(os.environ['PJRT_NAMES_AND_LIBRARY_PATHS'].split(':', 1)[1], leave_out=LEAVE_OUT)
-dev = jax.devices('dumpref')[0]
-a = np.arange(6, dtype=np.float32).reshape(2, 3)
-y = jax.jit(lambda x: x + 1)(jax.device_put(a, dev))
-assert y.devices() == {dev} and (np.asarray(y) == a + 1).all(), y
-print(json.dumps(level3_add.seen))
-print('DUMPREF-LEVEL-OK', flush=True)
-"""
 MEMORY_KIND = "hbm"  # minimal.c's one memory kind (jax's default is "device")
 MEMORY_KIND_LINE = ('static Err Memory_Kind(PJRT_Memory_Kind_Args* a) { STR(kind, "' + MEMORY_KIND
                     + '"); return OK; }')
@@ -284,8 +286,86 @@ def registered_as(library, name: str, platform_name: str = "dumpref") -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-def add_one(library, leave_out=()):
-    """ADD_ONE run against ``library``, the slots ``leave_out`` names left unfilled."""
-    from .trace import run_jax
-    code = ADD_ONE.replace("LEAVE_OUT", repr(tuple(leave_out)))
-    return run_jax(library, code, trace=False, env=plain_registration(library))
+# ---- what Study 3 records of these runs ------------------------------------------------------
+
+def error_messages() -> list[str]:
+    """The message argument of every ``return error(code, message)`` in minimal.c, as written
+    (the contract's note says they are all string literals, which jax may keep without a copy)."""
+    return re.findall(r"return error\(\w+, ([^)]*)\)", source_path().read_text())
+
+
+def run_all_edits(tmp_path: Path) -> list[EditResult]:
+    """Every one-line edit, the appendix's (EDITS) then the contract's (CONTRACT_EDITS), built
+    and run on its level, in that order."""
+    return ([run_edit(e, tmp_path / f"edit{i}") for i, e in enumerate(EDITS)]
+            + [run_contract_edit(e, tmp_path) for e in CONTRACT_EDITS])
+
+
+def edit_rows(results: list[EditResult]) -> list[dict]:
+    """One row per edit: the rule it tests, the line as edited, and how its level ended."""
+    return [{"edit": r.edit.name, "rule tested": r.edit.rule, "edited to": r.edit.replace.strip(),
+             "level": r.edit.level, "level passed": "yes" if r.passed else "no",
+             "how the run ended": r.why} for r in results]
+
+
+def level_rows(runs: dict) -> list[dict]:
+    """run_levels' result as rows: each level, its goal, whether it passed and how it ended."""
+    return [{"level": n, "goal": LEVELS[n - 1].goal, "passed": "yes" if level_passed(r) else "no",
+             "how it ended": r.why} for n, r in runs.items()]
+
+
+def table_note(size: Size, needed: set, error_channel, api) -> str:
+    """What the appendix says of minimal.c's PJRT_Api table: the slots it fills, its own fields
+    as the built library reports them beside the header's, and the file's hash."""
+    import hashlib
+    return (f"The {len(size.filled_in_source)} slots it fills are the {len(needed - set(error_channel))} "
+            f"entry points levels 1 and 2 need and the {len(error_channel)} of the error channel ("
+            + ", ".join(sorted(error_channel)) + "). Its PJRT_Api table: struct_size = "
+            f"{api.struct_size} (the header's PJRT_Api_STRUCT_SIZE: "
+            f"{api.header_struct_size('PJRT_Api')}), pjrt_api_version {api.version[0]}."
+            f"{api.version[1]} (the header's PJRT_API_MAJOR.PJRT_API_MINOR), extension_start "
+            "NULL. To check a copy of minimal.c below: sha256 "
+            + hashlib.sha256(source_path().read_bytes()).hexdigest() + " (the file as "
+            "shown, ending in one newline).")
+
+
+def jax_view_note(shown: dict, attributes: dict) -> str:
+    """What jax shows of the minimal device (JAX_VIEW_CODE's output) and its attribute counts."""
+    return (f"jax's view of it: platform {shown['d.platform']!r}, memory kind "
+            f"{shown['d.default_memory().kind']!r} (the file's \"hbm\": the kind is a free "
+            f"string), repr {shown['repr(d)']!r}; it reports {attributes['plugin']} plugin "
+            f"and {attributes['device']} device attributes (asked through cffi), and jax "
+            "accepts both.")
+
+
+HOW_TO_READ = (
+    "How to read it: the contract above says what every entry point takes, fills and "
+    "returns; the objects behind the handles are the plugin's own structs. To see "
+    "what each entry point is for, "
+    "remove its SLOT(name) entry from the table (a line of the table may hold "
+    "several; the compiler then warns that the function is unused): that is the "
+    "knock-out the level tables above were measured with, and the level then fails "
+    "as their 'why' column says.")
+
+#: The contract, said in words once every rule of it has been measured (the contract claim).
+CONTRACT_IN_WORDS = (
+    "In words. Build the device as a shared library (cc -shared -fPIC) whose one exported "
+    "function is const PJRT_Api* GetPjrtApi(void): under -fvisibility=hidden mark it "
+    '__attribute__((visibility("default"))); without that flag, make every other function '
+    "static. Every entry point takes one PJRT_X_Args* (jax fills the inputs and struct_size, "
+    "the device the fields pjrt_c_api.h marks // out) and returns NULL or an error the device "
+    "allocated; jax reads it with PJRT_Error_GetCode and PJRT_Error_Message (the message lives "
+    "until PJRT_Error_Destroy: a message built at run time must be copied into the error, "
+    "minimal.c's are all string literals) and frees it with PJRT_Error_Destroy, which must "
+    "accept NULL. "
+    "Fill every slot: one function answering UNIMPLEMENTED serves the slots not needed. An "
+    "event ready when made: OnReady calls callback(NULL, user_arg) before it returns (NULL: "
+    "no error), Event_Error returns NULL, IsReady says true. Pointers: what the owner column "
+    "gives to jax, jax destroys once for each time it was handed out, so hand out a fresh "
+    "object each call, or one shared object whose Destroy does nothing (minimal.c's one ready "
+    "event); every other pointer (device, memory and attribute arrays, strings, dims) stays "
+    "valid as long as the object it came from. "
+    "Delete drops an array's data but keeps the handle (IsDeleted then says true); Destroy "
+    "frees the handle. Arrays arrive with byte_strides (numpy's, bytes per dimension; NULL: "
+    "dense row-major): copy element by element into the device's own layout, as minimal.c's "
+    "Client_BufferFromHostBuffer does.")

@@ -68,6 +68,9 @@ LEVELS = (
           f"print({OK_MARK!r}, flush=True)\n"),
 )
 
+#: Level 2's arrays, as the study's notes name them (the snippet's list, in its order).
+LEVEL2_ARRAYS = "f32[4,3] (transposed view), s8[] (0-d), pred[0,3] (empty), bf16[6]"
+
 #: Entry points that cannot be knocked out: they return void or carry the errors themselves.
 ERROR_CHANNEL = ("PJRT_Error_Destroy", "PJRT_Error_Message", "PJRT_Error_GetCode")
 
@@ -238,6 +241,92 @@ class PjrtMap:
                              "struct": need.entry_point[len("PJRT_"):].split("_")[0],
                              "why (what broke without it)": need.why})
         return rows
+
+    def summary_rows(self) -> list[dict]:
+        """Per level: how many entry points jax calls, how many it needs (and how many of those
+        are new), how many may answer UNIMPLEMENTED, and whether the needed ones alone suffice."""
+        rows = []
+        for lm in self.levels:
+            n = lm.level.number
+            rows.append({"level": n, "goal": lm.level.goal,
+                         "entry points jax calls (must be functions)": len(lm.called),
+                         "needed": len(lm.needed),
+                         "new at this level": len([r for r in self.first_need_table() if r["level"] == n]),
+                         "called, not needed (may answer UNIMPLEMENTED)":
+                             len([x for x in lm.called if x not in lm.needed_names and x not in ERROR_CHANNEL]),
+                         "passes with only the needed ones": "yes" if lm.sufficient else "no: " + lm.sufficiency_why})
+        return rows
+
+    def record_level(self, evidence, number: int) -> tuple[LevelMap, list[dict]]:
+        """Record one level's folded tables: every entry point jax called with its tier (and, for
+        the ones first needed here, the order they had to be filled in and what broke without
+        each), and what each new entry point was sent and filled.  Returns the level's map and
+        its first-need rows in order."""
+        m = self.level(number)
+        rows = [r for r in self.first_need_table() if r["level"] == number]
+        earlier = {n for lm in self.levels if lm.level.number < number for n in lm.called}
+        need = {r["entry point"]: r for r in rows}
+        evidence.table(f"Level {number} ({m.level.goal}): every entry point jax called, in the "
+                       "PJRT_Api table's order, its tier, and for those first needed here the order "
+                       "they had to be filled in and what broke without each", [
+                           {**t, "order filled": need[t["entry point"]]["order"] if t["entry point"] in need else "",
+                            "why (what broke without it)": need[t["entry point"]]["why (what broke without it)"]
+                            if t["entry point"] in need else ""}
+                           for t in m.tier_table(earlier)], fold=True)
+        evidence.table(f"Level {number}, what each entry point new at this level was sent and filled "
+                       "in the run (every distinct value; a pointer shows NULL, the earlier output it "
+                       "came from, or set: what a set one points to and who owns it is the contract's "
+                       "pointer table; * marks what the device noted about memory behind a pointer; "
+                       "in the table's order)", m.fill_table(only=set(m.called) - earlier), fold=True)
+        return m, sorted(rows, key=lambda r: r["order"])
+
+    def struct_rows(self) -> list[dict]:
+        """The PJRT objects in the order the device had to fill them: the first level and entry
+        point that needed each, and how many of its entry points are needed."""
+        seen: dict[str, int] = {}
+        structs: list[dict] = []
+        for r in self.first_need_table():
+            key = r["struct"]
+            if key not in seen:
+                seen[key] = len(structs)
+                structs.append({"first level": r["level"], "struct": f"PJRT_{key}",
+                                "first needed entry point": r["entry point"], "entry points needed": 0})
+            structs[seen[key]]["entry points needed"] += 1
+        return structs
+
+    def level3_note(self) -> str:
+        """Which of the entry points levels 1 and 2 need level 3's snippet needs, never calls,
+        or calls without needing."""
+        earlier = set(self.level(1).needed_names) | set(self.level(2).needed_names)
+        m3 = self.level(3)
+        not_needed = sorted(earlier - set(m3.needed_names))
+        uncalled = [n for n in not_needed if n not in m3.called]
+        return (f"Of the {len(earlier)} entry points levels 1 and 2 need, level 3's snippet needs "
+                f"{len(earlier) - len(not_needed)}"
+                + (f"; it never calls {', '.join(uncalled)}" if uncalled else "")
+                + (f"; it calls but does not need {', '.join(n for n in not_needed if n not in uncalled)}"
+                   if len(uncalled) < len(not_needed) else "") + ".")
+
+    def tiers_note(self) -> str:
+        """How the two tiers are measured, and why they are this plugin's (its memory kind, read
+        from the level-1 trace)."""
+        (memory_kind,) = {c.outputs["kind"] for c in self.level(1).records if c.fn == "PJRT_Memory_Kind"}
+        return ("Two tiers. Every entry point jax calls must be a real function (jaxlib calls a "
+                "slot without checking it for NULL); of those, the needed ones must also succeed, "
+                "the others may answer UNIMPLEMENTED. Needed is measured by a knock-out: "
+                "DUMPREF_PJRT_DISABLE=PJRT_Name (plugin_c/hooks.c) makes that entry point answer "
+                "UNIMPLEMENTED, and the level is run again; the error channel (PJRT_Error_*) "
+                f"cannot be knocked out. Level 2's arrays: {LEVEL2_ARRAYS}; level 3's snippet: "
+                "jnp.tanh(t) @ t.T + 1 on f32[2,3]. The tiers are this plugin's: its memory kind "
+                f"is {memory_kind} (PJRT_Memory_Kind in the level-1 trace), which is why "
+                "OutputMemoryKinds may answer UNIMPLEMENTED here; on a device with another kind "
+                "it is needed ('Level 3 from the page' measures both).")
+
+    def snippets_listing(self) -> str:
+        """The level snippets, each as it runs in a fresh Python (the prelude first)."""
+        from .trace import as_run
+        return "".join(f"# level{lm.level.number}.py: {lm.level.goal}\n" + as_run(lm.level.code) + "\n"
+                       for lm in self.levels)
 
 
 def _error_reads(trace: list[str]) -> dict[str, str]:
@@ -500,6 +589,14 @@ def function_comment(entry_point: str) -> str:
             break
         doc.insert(0, ln[2:].strip())
     return " ".join(doc)
+
+
+def delete_destroy_rows(calls) -> list[dict]:
+    """PJRT_Buffer_Delete against PJRT_Buffer_Destroy in ``calls``: how often jax called each,
+    and the real header's comment on each."""
+    return [{"entry point": fn, "calls": sum(1 for c in calls if c.fn == fn),
+             "the header says": function_comment(fn)}
+            for fn in ("PJRT_Buffer_Delete", "PJRT_Buffer_Destroy")]
 
 
 def pointer_outputs(pmap: PjrtMap) -> list[dict]:

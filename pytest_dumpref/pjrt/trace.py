@@ -49,6 +49,11 @@ class JaxRun:
     def ok(self) -> bool:
         return self.returncode == 0
 
+    def printed(self, line: int = -1):
+        """The JSON value the snippet printed on one line of its stdout (the last by default):
+        how a snippet hands its measurements back."""
+        return json.loads(self.stdout.strip().splitlines()[line])
+
     @property
     def why(self) -> str:
         """One line saying how the run ended badly, stable across runs (no times, no pids)."""

@@ -21,14 +21,15 @@ import operator
 import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .dump import Dump, DumpError, DumpFolder, LazyHloFile
+from .dump import Dump, DumpError, DumpFolder, LazyHloFile, shown_name
 from .hlo import PRIMITIVE_BITS, parse_shape
-from .traffic import OPCODE_RULES, RUNS_COMPUTATIONS, instruction_kernels
+from .traffic import OPCODE_RULES, RUNS_COMPUTATIONS, instruction_kernels, is_bitcast_transpose
 from .xla_private import cost_analysis
 
 # A name's numeric suffix (``add.123`` -> ``add``; ``%`` is not a word character, so ``%add.1``
@@ -187,6 +188,46 @@ EXCERPT_MARKS = (
     "same in every run.")
 
 
+#: What each pass the pass study annotates does, in words: the note each of its pass claims
+#: opens with, keyed by the pass's name in the dump (algsimp: its first run; the claim on its
+#: second run says what that run is).
+WHAT_THE_PASS_DOES = {
+    "fusion": (
+        "fusion (InstructionFusion, CPU policy in cpu_instruction_fusion.cc) fuses a "
+        "producer into its consumer when the producer is cheap or used once, so the "
+        "value is recomputed inside the consumer's loop instead of stored."),
+    "algsimp": (
+        "algsimp (AlgebraicSimplifier) applies local rewrites that keep the value: "
+        "x/c -> x*(1/c), reshape(reshape(x)) -> reshape(x), transpose with the "
+        "identity permutation -> x, and so on, to a fixed point."),
+    "dot_decomposer": (
+        "dot_decomposer (DotDecomposer) rewrites each dot with batch or several "
+        "contracting/non-contracting dimensions into [batch, rows, cols] canonical "
+        "form: transpose the operands, reshape them to 2-D (or 3-D), dot, reshape back."),
+    "reshape-decomposer": (
+        "reshape-decomposer (ReshapeDecomposer) replaces a reshape whose input and "
+        "output layouts make it a no-op by a bitcast, and splits the others into "
+        "copy + bitcast."),
+    "dot-library-rewriter": (
+        "dot-library-rewriter (CPU) outlines dots and the reductions and elementwise "
+        "ops around them that a library supports into kCustom fusions the CPU runtime "
+        "runs with YNNPACK."),
+    "call-inliner": (
+        "call-inliner (CallInliner) replaces each call instruction by the body of "
+        "the computation it calls."),
+    "cse": (
+        "cse (HloCSE) replaces an instruction by an identical one (same opcode, "
+        "operands and attributes) computed earlier."),
+    "reshape-mover": (
+        "reshape-mover (ReshapeMover) sinks reshapes and transposes below "
+        "elementwise operations when that lets them cancel."),
+    "layout-assignment": (
+        "layout-assignment (CpuLayoutAssignment) picks a physical layout for every "
+        "array, constrained by what each kernel needs, and inserts copies where a "
+        "producer's layout differs from what its consumer requires."),
+}
+
+
 def record_rules(evidence, *keys: str, words: dict | None = None) -> None:
     """Record the rules of DEFINITIONS that a claim's numbers rest on, as the code states
     them, in one folded table (a rule is said once, where a claim first uses it), after
@@ -332,6 +373,21 @@ class PassChange:
     def instructions_changed(self) -> int:
         return len(self.added) + len(self.removed) + len(self.rewritten)
 
+    def identities_removed(self) -> tuple[list, list]:
+        """The identity transposes (a permutation that keeps the order of dimensions) and the
+        identity broadcasts (to their operand's own shape) this pass run removed."""
+        module = self.before.module
+        same_dims = [i for i in self.removed if i.opcode in ("transpose", "broadcast")
+                     and module.instruction(i.operands[0]).shape.dims == i.shape.dims]
+        transposes = [i for i in same_dims if i.opcode == "transpose" and
+                      i.attrs["dimensions"] == "{" + ",".join(map(str, range(len(i.shape.dims)))) + "}"]
+        return transposes, [i for i in same_dims if i.opcode == "broadcast"]
+
+    def repointed(self) -> list[tuple]:
+        """Renamed pairs whose operands changed: users the pass pointed at another instruction
+        (by the matching rule a renaming, not a change)."""
+        return [(a, b) for a, b in self.renamed_pairs if a.operands != b.operands]
+
     @property
     def kernels_added(self) -> list[tuple]:
         """(name, shape, bytes read, bytes written) of kernels only the later module has."""
@@ -374,7 +430,6 @@ class PassChange:
     def record(self, evidence) -> list[dict]:
         """Record what every pass claim shows of one pass run: the excerpts, the step, score,
         kernel, byte and instruction counts, the by-shape table; returns its rows."""
-        from .dump import shown_name
         name, fb, fa = self.pass_name, self.figures_before, self.figures_after
         before, after = self.excerpt(max_lines=8)
         evidence.excerpt(f"before {name} ({shown_name(self.before.path)})", before, lang="hlo", fold=True)
@@ -417,6 +472,17 @@ class PassChange:
             eb, ea = self.excerpt()
             out["excerpt"] = {"before": eb, "after": ea}
         return out
+
+
+def opcode_rows(instructions, column: str) -> list:
+    """How many of ``instructions`` each opcode has, as a table with a header row (opcode,
+    ``column``), opcodes in alphabetical order."""
+    return [["opcode", column]] + sorted(Counter(i.opcode for i in instructions).items())
+
+
+def count_opcode(module, opcode: str) -> int:
+    """Instructions of ``module``'s entry computation with this opcode."""
+    return sum(1 for i in module.entry.instructions if i.opcode == opcode)
 
 
 def by_shape(kernels) -> dict:
@@ -499,6 +565,99 @@ class PassStudy:
 
     def rank(self, n: int) -> PassChange:
         return self.top[n - 1]
+
+    def record_steps(self, evidence) -> None:
+        """Record which steps changed the program, by the rule stated: the counts of snapshots,
+        steps and pass runs, why each other step did not count, and the table of those steps."""
+        record_rules(evidence, "states", "changed", words={"words": WORDS, "excerpt marks": EXCERPT_MARKS})
+        reasons = Counter(why for _, why in self.skipped)
+        evidence.number("pass snapshots written", len(self.dump.snapshots))
+        evidence.number("steps (pairs of consecutive states, the traced and optimized programs "
+                        "included)", len(self.dump.snapshots) + 1)
+        evidence.number("steps whose two files are byte-identical", reasons["byte-identical"])
+        evidence.number("steps that only changed metadata", reasons["metadata only"])
+        evidence.number("steps that only renamed or reordered instructions", reasons["renaming or order only"])
+        evidence.number("pass runs that changed the program", len(self.changes))
+        evidence.table("the steps that did not change the program, and why", [
+            {"step": "-" if st.step is None else st.step, "after": st.pass_name, "why not": why}
+            for st, why in self.skipped], fold=True)
+
+    def record_ends(self, evidence) -> tuple[Figures, Figures]:
+        """Record the kernels and bytes of the traced and the optimized program, after the
+        rules they are counted by; returns their figures (traced, optimized)."""
+        record_rules(evidence, "kernels", "bytes", "xla bytes")
+        fb, fa = self.changes[0].figures_before, self.changes[-1].figures_after
+        evidence.number("kernels traced", fb.kernel_count)
+        evidence.number("kernels optimized", fa.kernel_count)
+        evidence.number("bytes read traced", fb.bytes_read, unit="B")
+        evidence.number("bytes written traced", fb.bytes_written, unit="B")
+        evidence.number("bytes read optimized", fa.bytes_read, unit="B")
+        evidence.number("bytes written optimized", fa.bytes_written, unit="B")
+        return fb, fa
+
+    def record_traced_transposes(self, evidence) -> tuple[list, list]:
+        """Record the traced program's transposes and how many of them the TransposeIsBitcast
+        test makes bitcasts (so not kernels); returns (transposes, those bitcasts)."""
+        traced = self.changes[0].before.module
+        transposes = [i for i in traced.entry.instructions if i.opcode == "transpose"]
+        relabels = [i for i in transposes if is_bitcast_transpose(traced.entry, i)]
+        evidence.number("transposes in the traced program", len(transposes))
+        evidence.number("of them bitcasts by the TransposeIsBitcast test, so not kernels", len(relabels))
+        evidence.excerpt("the traced program's transposes (entry computation of "
+                         f"{shown_name(self.dump.files.before_optimizations)})",
+                         show_lines(transposes), lang="hlo", fold=True)
+        return transposes, relabels
+
+    def record_repeated_operands(self, evidence) -> list:
+        """Record the traced program's kernels that name an operand twice and the bytes read
+        through each repeated operand's second slot (each slot is read); returns those kernels."""
+        traced = self.changes[0].before.module
+        kernel_names = {k[0] for k in self.changes[0].figures_before.kernels}
+        repeated = [i for i in traced.entry.instructions
+                    if i.name in kernel_names and len(set(i.operands)) < len(i.operands)]
+        again = sum(traced.entry.instruction(o).shape.byte_size
+                    for i in repeated for n, o in enumerate(i.operands) if o in i.operands[:n])
+        evidence.excerpt("the traced program's kernels that name an operand twice (jnp.square in "
+                         "each layer norm, x ** 3 in the GELU): each slot is read",
+                         show_lines(repeated), lang="hlo", fold=True)
+        evidence.number("bytes read traced through a repeated operand's second slot", again, unit="B")
+        return repeated
+
+    def record_baseline(self, evidence) -> tuple[Baseline, int, list[str]]:
+        """Record R0, W0 and N0 (what the score divides by) and where N0's instructions are:
+        the entry computation and the computations it calls.  Returns (baseline, instructions
+        of the entry computation, the called computations' names)."""
+        base = self.changes[0].baseline
+        traced = self.changes[0].before.module
+        entry = len(traced.entry.instructions)
+        callees = sorted({c for i in traced.entry.instructions if i.opcode in ("call", "while", "conditional")
+                          for c in i.called})
+        evidence.number("R0: bytes read by the traced program", base.bytes_read, unit="B")
+        evidence.number("W0: bytes written by the traced program", base.bytes_written, unit="B")
+        evidence.number("N0: instructions of the traced program compared", base.instructions)
+        evidence.number("of them in the entry computation", entry)
+        evidence.number(f"of them in the computations it calls ({', '.join(callees)})",
+                        base.instructions - entry)
+        return base, entry, callees
+
+    def top_rows(self) -> list[dict]:
+        """The ranked pass runs, one row each: score, instruction counts, kernels and bytes."""
+        return [{"rank": n, "pass": c.pass_name, "step": c.step, "pipeline": c.pipeline,
+                 "score": round(c.score, 4), "+instr": len(c.added), "-instr": len(c.removed),
+                 "~instr": len(c.rewritten), "renamed (not counted)": c.renamed,
+                 "kernels": f"{c.figures_before.kernel_count} -> {c.figures_after.kernel_count}",
+                 "bytes read": f"{c.figures_before.bytes_read:,} -> {c.figures_after.bytes_read:,}",
+                 "bytes written": f"{c.figures_before.bytes_written:,} -> {c.figures_after.bytes_written:,}"}
+                for n, c in enumerate(self.top, start=1)]
+
+    def record_bytes_plot(self, evidence, path: Path, title: str) -> None:
+        """Draw bytes read and written after each pass run that changed the program into
+        ``path`` (plot_bytes) and record the figure and its points."""
+        points = plot_bytes(self.changes, path, title)
+        evidence.figure("bytes read and written across the pass sequence (drawn with matplotlib)", path)
+        evidence.table("bytes after each pass that changed the program", [
+            {"state": lab, "bytes read": f.bytes_read, "bytes written": f.bytes_written}
+            for lab, f in points], fold=True)
 
 
 def _kernel_difference(a: Figures, b: Figures) -> list[tuple]:
@@ -888,6 +1047,11 @@ def show_line(inst) -> str:
 def show_lines(insts) -> str:
     """Instructions' lines as dumped (show_line), one a line."""
     return "\n".join(show_line(i) for i in insts)
+
+
+def show_pairs(pairs) -> str:
+    """(before, after) instruction pairs as a diff: '- ' the line before, '+ ' the line after."""
+    return "\n".join(f"- {show_line(a).strip()}\n+ {show_line(b).strip()}" for a, b in pairs)
 
 
 def show_computation(comp) -> str:

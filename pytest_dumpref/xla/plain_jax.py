@@ -13,13 +13,27 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .dump import Dump, shown_name
+from .dump import MANIFEST, Dump, manifest_entries, manifest_listing, shown_name
 from .passes import XLA_COST_LISTING
+from .xla_private import cost_analysis
 
 # The pass study's program: x f32[B, S, D] through transformer_block(x, params, n_heads=H)
 # with MLP width F; inputs from numpy's default_rng, so that no device is touched to make them.
 B, S, D, H, F = 4, 128, 256, 4, 1024
 X_SEED, PARAMS_SEED = 1, 0
+# Every parameter of the program, as the dump names them (the core checks each against the
+# compiled program's parameters).
+PROVENANCE = dict(dtype="f32", shapes={
+    "x": (B, S, D),
+    "params['ln1_g']": (D,), "params['ln1_b']": (D,),
+    "params['wq']": (D, D), "params['wk']": (D, D), "params['wv']": (D, D), "params['wo']": (D, D),
+    "params['ln2_g']": (D,), "params['ln2_b']": (D,),
+    "params['w1']": (D, F), "params['b1']": (F,), "params['w2']": (F, D), "params['b2']": (D,)})
+# One method for the whole study (the write-up states it once): every claim reads the same dump.
+METHOD = (f"XLA every-pass dump (xla_dump_hlo_pass_re=.*) of the forward pass "
+          f"transformer_block(x, params, n_heads={H}) on the CPU backend; spill-style byte "
+          f"accounting checked against XLA's HloCostAnalysis; buffers from the dump's buffer "
+          f"assignment of the optimized module (cpu_after_optimizations-buffer-assignment.txt)")
 PROGRAM_IMPORTS = "import math\n\nimport jax\nimport jax.numpy as jnp\nimport numpy as np\n"
 RECIPE_DUMP = "block-dump"
 RECIPE_CODE = f"""
@@ -100,3 +114,56 @@ def run_cost_listing(folder: Path) -> dict:
         nbytes, flops, path = line.split(" ", 2)
         listed[shown_name(Path(path))] = (int(nbytes), int(flops))
     return listed
+
+
+def record_recipe(evidence, dump: Dump, folder: Path) -> tuple[dict, dict]:
+    """Run the plain-jax recipe in ``folder`` as a reader would and record it beside the
+    tool's ``dump``: block.py, the recipe, how the manifest is written, the snapshots the
+    recipe wrote and how many of its files are the tool's.  Returns the two manifests (file
+    name -> hash), the tool's and the recipe's."""
+    evidence.excerpt("block.py, the program compiled: x f32[4,128,256] -> transformer_block(x, params, "
+                     "n_heads=4), the functions it calls, and the maker of its parameters "
+                     "(pytest_dumpref/examples.py, read with inspect.getsource by this claim)",
+                     block_source(), lang="python", fold=True)
+    recipe = run_recipe(folder)
+    ours = manifest_entries(dump.folder / MANIFEST)
+    theirs = manifest_entries(recipe.write_manifest())
+    evidence.excerpt("the same every-pass dump with plain jax: save the listing headed block.py above "
+                     "as block.py, then run (this claim runs exactly this, in a fresh folder)", RECIPE, lang="bash")
+    evidence.excerpt("how dumpref-manifest.txt is written (pytest_dumpref/xla/dump.py, as it ran)",
+                     manifest_listing(), lang="python", fold=True)
+    evidence.number("pass snapshots the plain-jax recipe wrote", len(recipe.snapshots))
+    evidence.number("dump files of the recipe identical to the tool's (sha256 without metadata "
+                    "and source locations)", sum(theirs.get(k) == v for k, v in ours.items()))
+    evidence.note(
+        f"The recipe's {len(ours)} text files are this claim's, name for name (module_NNNN aside) and, once metadata and "
+        "source locations are removed, byte for byte. Without the two device_put calls the passes are "
+        "the same but the parameters lack sharding={replicated} (jit annotates only arrays committed "
+        "to a device; the claims commit theirs to the CPU device so that XLA's CPU compiler runs "
+        "whatever backend is the default).")
+    return ours, theirs
+
+
+def record_cost_listing(evidence, dump: Dump, folder: Path, recorded: dict) -> tuple[dict, dict]:
+    """Run XLA_COST_LISTING, as shown, on the recipe's dump in ``folder`` in a plain-jax
+    subprocess, and record it, the command and what it printed.  Returns (listed, expected):
+    file name -> (bytes accessed, flops) as the listing printed them, and as
+    xla_private.cost_analysis gives them for the tool's own file of that name (from
+    ``recorded``, path -> cost, where a claim already has it)."""
+    evidence.excerpt("XLA's cost analysis of any dump file with plain jax: save as xla_cost.py "
+                     "beside block.py (jax's public Compiled.cost_analysis() only reaches the "
+                     "traced and optimized ends)", XLA_COST_LISTING, lang="python", fold=True)
+    evidence.excerpt("then run (this claim runs exactly this in the recipe's folder)",
+                     COST_COMMAND, lang="bash")
+    listed = run_cost_listing(folder)
+    expected = {}
+    files = [dump.files.before_optimizations, *(s.path for s in dump.snapshots), dump.files.optimized]
+    for path in (p for p in files if p is not None):  # a file the dump lacks: listed, not expected
+        cost = recorded.get(path) or cost_analysis(path.read_text(), source=str(path))
+        expected[shown_name(path)] = (round(cost["bytes accessed"]), round(cost["flops"]))
+    evidence.number("HLO files of the recipe's dump the listing analysed, each equal to the "
+                    "tool's XLA figures", len(listed))
+    evidence.table("XLA's cost analysis of every HLO file of the dump, as the listing prints it", [
+        {"file": name, "bytes accessed": listed[name][0], "flops": listed[name][1]}
+        for name in sorted(listed)], fold=True)
+    return listed, expected

@@ -176,6 +176,18 @@ class Allocation:
                 ends.append(v.offset + v.size)
         return groups
 
+    def overlapping(self, value: BufferValue) -> list:
+        """The other values whose byte ranges overlap ``value``'s, in offset order: they were
+        never live at the same time, so XLA let them share those bytes."""
+        return [o for o in sorted(self.values, key=lambda v: (v.offset, v.name)) if o is not value
+                and o.offset < value.offset + value.size and value.offset < o.offset + o.size]
+
+    def layout_rows(self) -> list[dict]:
+        """Every value in offset order: its byte range, and the values that reuse some of it."""
+        return [{"value": v.name, "shape": v.shape, "bytes": f"[{v.offset:,}, {v.offset + v.size:,})",
+                 "shares bytes with": ", ".join(o.name for o in self.overlapping(v)) or "(none)"}
+                for v in sorted(self.values, key=lambda v: (v.offset, v.name))]
+
 
 _ALLOCATION = re.compile(r"allocation (\d+): size (\d+)(.*):$")
 _VALUE = re.compile(r"\s*value: <(\d+) (\S+?)(\{[^}]*\})?( \(phi\))? @\d+> "
