@@ -282,8 +282,10 @@ def test_gpt2_training_step_runs_on_the_device(pjrt_plugin, evidence):
     evidence.excerpt("what ran, in a fresh Python with the plugin registered", as_run(GPT2_RUN),
                      lang="python")
     # rounding differences whose size depends on summation order: held to the claim's bound
-    assert got["max_rel"] < 1e-4
-    evidence.number("max absolute error, dumpref vs CPU", got["max_abs"], tolerance=1.0)
+    assert got["max_rel"] < 1e-4 and got["max_abs"] < 1e-4
+    # the absolute error is a bound too, not a value to re-find: it moved from 5.9e-7 (AMD EPYC)
+    # to 4.2e-6 (an Intel Xeon, one CPU allowed) with the summation order of XLA:CPU's reference
+    evidence.number("max absolute error, dumpref vs CPU", got["max_abs"], bound=("<", 1e-4))
     evidence.number("max relative error, dumpref vs CPU", got["max_rel"], bound=("<", 1e-4))
     evidence.number("loss before the first step (CPU)", got["loss"][0], tolerance=1e-5)
     evidence.number("loss before the second step (CPU)", got["loss"][2], tolerance=1e-5)
