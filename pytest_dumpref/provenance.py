@@ -82,12 +82,23 @@ CORE_FIELDS = [("python", "machine", 50), ("os", "machine", 60), ("cpu_count", "
                ("caches", "machine", 80), ("commit", "varies", 100), ("dirty", "varies", 110)]
 
 
+def schedulable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), not the machine's: XLA:CPU sizes its
+    parallel task assigner by them (tsl::port::NumSchedulableCPUs), so the same program
+    dumped under ``taskset -c 1`` on a two-core machine goes through one pass snapshot fewer
+    (cpu-parallel-task-assigner changes nothing) than with both cores."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):          # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 def environment(root: Path, ignore: tuple[str, ...] = ()) -> dict:
     """The core's rows of the run's environment (the write-up's table, every claim's provenance)."""
     env = {
         "python": platform.python_version(),
         "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
-        "cpu_count": os.cpu_count(),
+        "cpu_count": schedulable_cpus(),
         "caches": caches_text(0),
     }
     env.update(git_state(root, ignore))

@@ -218,3 +218,18 @@ def test_a_module_cached_without_the_assertion_pass_hook_is_named(pytester, monk
     res.assert_outcomes(failed=1)
     res.stdout.fnmatch_lines(["*cannot be judged: its module was loaded from a .pyc*delete that folder's "
                               "__pycache__ and run again*"])
+
+
+def test_the_cpu_count_is_the_cpus_the_run_may_use(tmp_path):
+    """XLA:CPU's parallel task assigner sizes itself by the CPUs the process may run on, so
+    the environment's cpu_count is those, not the machine's: one under taskset -c 0."""
+    import shutil
+    import subprocess
+    import sys
+    if shutil.which("taskset") is None:
+        pytest.skip("no taskset on this machine")
+    code = "from pytest_dumpref.provenance import environment as e; from pathlib import Path; print(e(Path('.'))['cpu_count'])"
+    one = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.strip() == "1"
