@@ -563,29 +563,41 @@ beside it.  Prints each file's predicted time per call, in microseconds, to full
 '''
 
 
-def price_files(run_json: dict, files) -> list:
-    """[(file, the model's seconds per call)] of optimized module files, at the rates of the
-    calibration kernels of a timing run (``run_json``: what timed.py printed)."""
+def run_rates(run_json: dict) -> "cost_model.Rates":
+    """The rates of the calibration kernels of a timing run (``run_json``: what timed.py printed)."""
     from types import SimpleNamespace
 
     from ..timing import VariantTiming
-    result = SimpleNamespace(variants={k: VariantTiming(**v) for k, v in run_json["variants"].items()})
-    rates = rates_from(result)
+    return rates_from(SimpleNamespace(variants={k: VariantTiming(**v) for k, v in run_json["variants"].items()}))
+
+
+def price_files(run_json: dict, files) -> list:
+    """[(file, the model's seconds per call)] of optimized module files, at the rates of a
+    timing run's calibration kernels; a file the model cannot price raises CostModelError."""
+    rates = run_rates(run_json)
     return [(str(f), cost_model.predict_text(*read_optimized(f), rates, source=str(f)).total_s) for f in files]
 
 
 def model_main(argv=None) -> int:
-    """``python cost_model.py run.json FILE...``: each file's predicted time per call (us)."""
+    """``python cost_model.py run.json FILE...``: each file's predicted time per call (us); a
+    file the model cannot price is named with why on stderr, and the exit code is then 2."""
     import sys
     args = sys.argv[1:] if argv is None else list(argv)
     if len(args) < 2:
         print(model_main.__doc__, file=sys.stderr)
         return 2
     with open(args[0]) as f:
-        run_json = json.load(f)
-    for name, seconds in price_files(run_json, args[1:]):
+        rates = run_rates(json.load(f))
+    refused = 0
+    for name in args[1:]:
+        try:
+            seconds = cost_model.predict_text(*read_optimized(name), rates, source=name).total_s
+        except cost_model.CostModelError as e:
+            refused += 1
+            print(f"refused: {e}", file=sys.stderr)
+            continue
         print(f"{name}: {seconds * 1e6!r} us")
-    return 0
+    return 2 if refused else 0
 
 
 def model_listing() -> str:

@@ -270,3 +270,18 @@ def test_the_model_listing_prices_a_dump_alone_as_the_package_does(softmax_files
     rates = calibrate.rates_from(run)
     assert [s for _, s in expected] == [
         cost_model.predict_text(*calibrate.read_optimized(f), rates).total_s for f in softmax_files]
+
+
+def test_the_model_listing_names_a_file_it_refuses_and_prices_the_others(softmax_files, tmp_path_factory,
+                                                                         tmp_path, capsys):
+    from dataclasses import asdict
+
+    from pytest_dumpref.timing import run_plan
+    rope = _dump(tmp_path_factory, examples.rope, [X], None, "rope-alone")
+    run = run_plan(calibrate.plan(2, 2))
+    (tmp_path / "run.json").write_text(json.dumps({"variants": {k: asdict(v) for k, v in run.variants.items()}}))
+    code = calibrate.model_main([str(tmp_path / "run.json"), str(rope), str(softmax_files[0])])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert "strided slice" in err and "Traceback" not in err
+    assert out.startswith(f"{softmax_files[0]}: ") and len(out.splitlines()) == 1
