@@ -97,6 +97,10 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
 
 /* f32 (t) or f64 */
 static void unary_float(prog_opcode op, prog_dtype t, const void* a, void* o, int64_t n) {
+  if (op == OP_TANH && t == PROG_F32) {  /* vectorised, per instruction set (prog_ops_vec.c) */
+    rt_tanh_f32(a, o, n);
+    return;
+  }
   switch (op) {
 #define KF1(NAME, EXPR) case OP_##NAME: FLOAT_TYPES(FLOAT_LOOP1, EXPR) break;
 #include "prog_ops_table.h"
