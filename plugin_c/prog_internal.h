@@ -283,6 +283,11 @@ struct run_ctx {
   int (*run_region)(run_ctx* r, const prog_program* p, const prog_func* f,
                     void* const* parent_vals, const void* const* inputs, void* const* outputs,
                     int depth);
+  /* rt_run_func's flags of which value buffers it owns, set just before it runs a while loop
+   * and taken (reset to NULL) by the loop as it starts: the loop may then adopt an operand
+   * buffer that nothing reads after it, and hand its final buffers to results the function
+   * owns, instead of copying each (prog_ops_control.c). */
+  bool* owned;
 };
 
 int rt_fail(run_ctx* r, int code, const char* msg, const char* op);
