@@ -283,6 +283,11 @@ struct run_ctx {
   int (*run_region)(run_ctx* r, const prog_program* p, const prog_func* f,
                     void* const* parent_vals, const void* const* inputs, void* const* outputs,
                     int depth);
+  /* rt_run_func's flags of which value buffers it owns, set just before it runs a while loop
+   * and taken (reset to NULL) by the loop as it starts: the loop may then adopt an operand
+   * buffer that nothing reads after it, and hand its final buffers to results the function
+   * owns, instead of copying each (prog_ops_control.c). */
+  bool* owned;
 };
 
 int rt_fail(run_ctx* r, int code, const char* msg, const char* op);
@@ -356,5 +361,14 @@ int rt_matmul_f32(const void* a, int64_t ars, int64_t acs, const void* b, int64_
                   int64_t bcs, float* c, int64_t M, int64_t N, int64_t K);
 int rt_matmul_f64(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs,
                   int64_t bcs, double* c, int64_t M, int64_t N, int64_t K);
+
+/* The widest instruction set the kernels compiled once per set may use (prog_ops_vec.c):
+ * detected once; DUMPREF_PJRT_ISA=base or avx2 caps it. */
+typedef enum { RT_ISA_BASE, RT_ISA_AVX2, RT_ISA_AVX512 } rt_isa_kind;
+rt_isa_kind rt_isa(void);
+/* tanh over n f32 elements (any alignment, o may be a): correctly rounded but for the rare
+ * value within ~1e-14 of a rounding boundary; rt_tanhf is one element of it. */
+void rt_tanh_f32(const void* a, void* o, int64_t n);
+float rt_tanhf(float x);
 
 #endif /* PROG_INTERNAL_H */

@@ -97,6 +97,10 @@ static void compare(prog_dtype t, int dir, const void* a, const void* b, uint8_t
 
 /* f32 (t) or f64 */
 static void unary_float(prog_opcode op, prog_dtype t, const void* a, void* o, int64_t n) {
+  if (op == OP_TANH && t == PROG_F32) {  /* vectorised, per instruction set (prog_ops_vec.c) */
+    rt_tanh_f32(a, o, n);
+    return;
+  }
   switch (op) {
 #define KF1(NAME, EXPR) case OP_##NAME: FLOAT_TYPES(FLOAT_LOOP1, EXPR) break;
 #include "prog_ops_table.h"
@@ -744,10 +748,65 @@ static int dot(run_ctx* r, const prog_insn* in, const prog_shape* as, const prog
 
 /* ---- reduce with a recognized body ------------------------------------------------------ */
 
+/* A float reduction folds each result's elements in the order of the reduced dimensions, one
+ * at a time, into a double (ACC).  Over src laid out [len, outer] (cols) the outer
+ * accumulators advance together, a row of src at a time (the loop vectorises); over
+ * [outer, len] four rows advance together, so four dependency chains overlap.  Every result
+ * sees the same operations in the same order either way. */
+#define REDUCE_COLS(T, ACC, OP)                                                            \
+  for (int64_t i = 0; i < len; i++) {                                                      \
+    const char* row = (const char*)src + i * outer * (int64_t)sizeof(T);                   \
+    for (int64_t q = 0; q < outer; q++) {                                                  \
+      ACC v = LD(T, row, q);                                                               \
+      acc[q] = OP(acc[q], v);                                                              \
+    }                                                                                      \
+  }
+#define REDUCE_ROWS4(T, ACC, OP)                                                           \
+  for (int64_t i = 0; i < len; i++) {                                                      \
+    ACC v0 = LD(T, r0, i), v1 = LD(T, r0, len + i), v2 = LD(T, r0, 2 * len + i),           \
+        v3 = LD(T, r0, 3 * len + i);                                                       \
+    a0 = OP(a0, v0);                                                                       \
+    a1 = OP(a1, v1);                                                                       \
+    a2 = OP(a2, v2);                                                                       \
+    a3 = OP(a3, v3);                                                                       \
+  }
+#define RED_ADD_OP(x, y) ((x) + (y))
+#define RED_MUL_OP(x, y) ((x) * (y))
+#define RED_MAX_OP(x, y) FMAXN(x, y)
+#define RED_MIN_OP(x, y) FMINN(x, y)
 #define REDUCE_FLOAT(T, ACC)                                                               \
   do {                                                                                     \
     T init = LD(T, init_p, 0);                                                             \
-    for (int64_t q = 0; q < outer; q++) {                                                  \
+    if (cols) {                                                                            \
+      ACC* acc = accbuf;                                                                   \
+      for (int64_t q = 0; q < outer; q++) acc[q] = init;                                   \
+      switch (kind) {                                                                      \
+        case RED_ADD: REDUCE_COLS(T, ACC, RED_ADD_OP) break;                               \
+        case RED_MUL: REDUCE_COLS(T, ACC, RED_MUL_OP) break;                               \
+        case RED_MAX: REDUCE_COLS(T, ACC, RED_MAX_OP) break;                               \
+        case RED_MIN: REDUCE_COLS(T, ACC, RED_MIN_OP) break;                               \
+        default: break;                                                                    \
+      }                                                                                    \
+      for (int64_t q = 0; q < outer; q++) ST(T, o, q, (T)acc[q]);                          \
+      break;                                                                               \
+    }                                                                                      \
+    int64_t q0 = 0;                                                                        \
+    for (; q0 + 4 <= outer; q0 += 4) {                                                     \
+      const char* r0 = (const char*)src + q0 * len * (int64_t)sizeof(T);                   \
+      ACC a0 = init, a1 = init, a2 = init, a3 = init;                                      \
+      switch (kind) {                                                                      \
+        case RED_ADD: REDUCE_ROWS4(T, ACC, RED_ADD_OP) break;                              \
+        case RED_MUL: REDUCE_ROWS4(T, ACC, RED_MUL_OP) break;                              \
+        case RED_MAX: REDUCE_ROWS4(T, ACC, RED_MAX_OP) break;                              \
+        case RED_MIN: REDUCE_ROWS4(T, ACC, RED_MIN_OP) break;                              \
+        default: break;                                                                    \
+      }                                                                                    \
+      ST(T, o, q0, (T)a0);                                                                 \
+      ST(T, o, q0 + 1, (T)a1);                                                             \
+      ST(T, o, q0 + 2, (T)a2);                                                             \
+      ST(T, o, q0 + 3, (T)a3);                                                             \
+    }                                                                                      \
+    for (int64_t q = q0; q < outer; q++) {                                                 \
       const char* row = (const char*)src + q * len * (int64_t)sizeof(T);                   \
       ACC acc = init;                                                                      \
       switch (kind) {                                                                      \
@@ -795,15 +854,34 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
   int64_t len = 1, outer = prog_shape_elements(&in->shape);
   for (int q = 0; q < in->np[0]; q++) len *= a->dims[in->p[0][q]];
   size_t es = prog_dtype_size(a->dtype);
+  int kind = in->iarg;
+  /* f32/f64 min, max, sum and product over dimensions that are not the trailing ones: src is
+   * read (or gathered) reduced dimensions first, [len, outer], and folded column-wise */
+  bool cols = !in_place && (a->dtype == PROG_F32 || a->dtype == PROG_F64) &&
+              (kind == RED_ADD || kind == RED_MUL || kind == RED_MAX || kind == RED_MIN);
+  bool cols_in_place = true;
+  if (cols) {
+    k = 0;
+    for (int q = 0; q < in->np[0]; q++) order[k++] = (int)in->p[0][q];
+    for (int d = 0; d < a->rank; d++) if (!reduced[d]) order[k++] = d;
+    for (int d = 0; d < a->rank; d++) cols_in_place &= order[d] == d;
+  }
   void* tmp = NULL;
+  double* accbuf = NULL;
   const void* src = a_src;
-  if (!in_place) {
+  if (cols) {
+    accbuf = rt_alloc((size_t)(outer > 0 ? outer : 1) * sizeof(double));
+    if (accbuf == NULL) return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+  }
+  if (!in_place && !(cols && cols_in_place)) {
     tmp = rt_alloc((size_t)prog_shape_elements(a) * es + 8);
-    if (tmp == NULL) return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+    if (tmp == NULL) {
+      rt_free(accbuf);
+      return rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
+    }
     gather_dims(a, a_src, order, tmp);
     src = tmp;
   }
-  int kind = in->iarg;
   switch (a->dtype) {
     case PROG_F32: REDUCE_FLOAT(float, double); break;
     case PROG_F64: REDUCE_FLOAT(double, double); break;
@@ -859,6 +937,7 @@ static int reduce(run_ctx* r, const prog_insn* in, const prog_shape* a, const vo
     default: break;
   }
   rt_free(tmp);
+  rt_free(accbuf);
   return PROG_OK;
 }
 
@@ -970,7 +1049,9 @@ int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* con
           if (vals[id] == NULL) code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
         }
       }
+      r->owned = in->op == OP_WHILE ? owned : NULL;
       if (code == PROG_OK) code = run_insn(r, p, f, in, vals, depth);
+      r->owned = NULL;
     }
     /* free what no later instruction reads */
     for (int q = 0; q < in->num_in + in->num_cap; q++) {
@@ -1012,7 +1093,7 @@ static int run_region(run_ctx* r, const prog_program* p, const prog_func* f,
 int prog_run(const prog_program* p, const void* const* inputs, void* const* outputs,
              prog_status* status) {
   prog_status ignored;
-  run_ctx r = {status != NULL ? status : &ignored, run_region};
+  run_ctx r = {status != NULL ? status : &ignored, run_region, NULL};
   r.status->code = PROG_OK;
   r.status->message[0] = 0;
   if (p == NULL) return rt_fail(&r, PROG_INVALID_ARGUMENT, "no program", NULL);

@@ -45,8 +45,24 @@ static bool writes_in_place(const prog_program* p, const prog_func* f, int r, in
   return false;
 }
 
+/* Whether the while loop `in` (instruction `at` of f) may adopt the buffer of its operand k:
+ * the function owns it, nothing reads it after the loop, the loop takes it once and its
+ * regions do not also read it as an enclosing value. */
+static bool may_adopt(const prog_func* f, const prog_insn* in, int at, const bool* owned, int k) {
+  int id = in->in[k];
+  if (owned == NULL || !owned[id] || f->last_use[id] != at) return false;
+  for (int q = 0; q < in->num_in; q++)
+    if (q != k && in->in[q] == id) return false;
+  for (int q = 0; q < in->num_cap; q++)
+    if (in->cap[q] == id) return false;
+  return true;
+}
+
 static int run_while(run_ctx* r, const prog_program* p, const prog_func* f, const prog_insn* in,
                      void** vals, int depth) {
+  bool* owned = r->owned;  /* the caller's ownership flags (see run_ctx), for this loop only */
+  r->owned = NULL;
+  int at = (int)(in - f->insns);
   int n = in->num_in;
   const prog_func *cond = &in->sub[0], *body = &in->sub[1];
   void** cur = calloc((size_t)n + 1, sizeof(void*));
@@ -64,11 +80,17 @@ static int run_while(run_ctx* r, const prog_program* p, const prog_func* f, cons
      * not copy; one the body updates in place has one buffer, not two */
     same[k] = k < body->num_results && body->results[k] == body->first_arg + k;
     inplace[k] = !same[k] && k < body->num_results && writes_in_place(p, body, k, k, 0);
-    cur[k] = same[k] ? vals[in->in[k]] : rt_alloc(size + 8);
+    /* an operand buffer nothing else reads becomes the loop's own: no copy */
+    bool adopt = !same[k] && may_adopt(f, in, at, owned, k);
+    cur[k] = same[k] ? vals[in->in[k]] : adopt ? vals[in->in[k]] : rt_alloc(size + 8);
+    if (adopt) {
+      vals[in->in[k]] = NULL;
+      owned[in->in[k]] = false;
+    }
     next[k] = same[k] || inplace[k] ? NULL : rt_alloc(size + 8);
     if ((!same[k] && cur[k] == NULL) || (!same[k] && !inplace[k] && next[k] == NULL))
       code = rt_fail(r, PROG_RESOURCE_EXHAUSTED, "out of memory", in->vhlo_name);
-    else if (!same[k])
+    else if (!same[k] && !adopt)
       memcpy(cur[k], vals[in->in[k]], size);
   }
   for (int64_t iteration = 0; code == PROG_OK; iteration++) {
@@ -91,8 +113,16 @@ static int run_while(run_ctx* r, const prog_program* p, const prog_func* f, cons
   }
   if (code == PROG_OK)
     for (int k = 0; k < n; k++)  /* results nobody reads (scan's stacked inputs) are not copied */
-      if (f->last_use[in->out + k] >= 0)
-        memcpy(vals[in->out + k], cur[k], rt_bytes(&f->values[in->out + k]));
+      if (f->last_use[in->out + k] >= 0) {
+        int id = in->out + k;
+        if (owned != NULL && owned[id] && !same[k]) {  /* the result takes the loop's buffer */
+          rt_free(vals[id]);
+          vals[id] = cur[k];
+          cur[k] = NULL;
+        } else {
+          memcpy(vals[id], cur[k], rt_bytes(&f->values[id]));
+        }
+      }
   for (int k = 0; k < n && cur != NULL && same != NULL; k++) {
     if (!same[k]) rt_free(cur[k]);
     if (next) rt_free(next[k]);

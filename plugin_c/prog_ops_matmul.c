@@ -7,8 +7,8 @@
  * a micro-kernel updates one MR x NR tile of C from one strip of each, holding the tile in
  * registers across KC steps.  The kernel is plain C over fixed-size arrays, which gcc and
  * clang vectorise at -O3; it is compiled once per instruction set (AVX-512, AVX2, the
- * baseline), the widest the CPU has chosen at run time, since the plugin is built for the
- * machine's baseline.  Tile sizes were measured on the development machine (Zen 4): 8 x 32
+ * baseline), the widest the CPU has chosen at run time (rt_isa, prog_ops_vec.c), since the
+ * plugin is built for the machine's baseline.  Tile sizes were measured on the development machine (Zen 4): 8 x 32
  * floats under AVX-512 (16 vector accumulators of 32 registers), 4 x 32 under AVX2.
  *
  * Every element of C still accumulates its products in k order, one multiply and one add at a
@@ -96,35 +96,6 @@ GEMM_VARIANT(double, gemm_f64_base, , 4, 4)
 /* The widest tile of all variants, for the panel buffers. */
 enum { MR_MAX = 8, NR_MAX = 32 };
 
-typedef enum { ISA_BASE, ISA_AVX2, ISA_AVX512 } isa;
-
-static isa detect_isa(void) {
-  isa best = ISA_BASE;
-#ifdef HAVE_X86_VARIANTS
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw"))
-    best = ISA_AVX512;
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    best = ISA_AVX2;
-#endif
-  /* DUMPREF_PJRT_ISA=base|avx2 caps the choice, so the tests can run every variant on one
-   * machine and check they agree bit for bit */
-  const char* cap = getenv("DUMPREF_PJRT_ISA");
-  if (cap != NULL && strcmp(cap, "base") == 0) best = ISA_BASE;
-  if (cap != NULL && strcmp(cap, "avx2") == 0 && best > ISA_AVX2) best = ISA_AVX2;
-  return best;
-}
-
-static isa cpu_isa(void) {
-  static int cached = -1;  /* detection is idempotent: a race only repeats it */
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (v < 0) {
-    v = (int)detect_isa();
-    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-  }
-  return (isa)v;
-}
-
 #define MATMUL_ENTRY(T, SUF)                                                               \
   int rt_matmul_##SUF(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs,  \
                       int64_t bcs, T* c, int64_t M, int64_t N, int64_t K) {                 \
@@ -132,7 +103,7 @@ static isa cpu_isa(void) {
     T* ap = rt_alloc(sizeof(T) * (size_t)(MC + MR_MAX) * KC);                                \
     T* bp = rt_alloc(sizeof(T) * (size_t)(NC + NR_MAX) * KC);                                \
     if (ap == NULL || bp == NULL) { rt_free(ap); rt_free(bp); return -1; }                       \
-    switch (cpu_isa()) {                                                                   \
+    switch (rt_isa()) {                                                                   \
       VARIANT_CASES_##SUF                                                                  \
       default: gemm_##SUF##_base(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break;     \
     }                                                                                      \
@@ -143,8 +114,8 @@ static isa cpu_isa(void) {
 
 #ifdef HAVE_X86_VARIANTS
 #define VARIANT_CASES(SUF)                                                                 \
-  case ISA_AVX512: gemm_##SUF##_avx512(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break; \
-  case ISA_AVX2: gemm_##SUF##_avx2(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break;
+  case RT_ISA_AVX512: gemm_##SUF##_avx512(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break; \
+  case RT_ISA_AVX2: gemm_##SUF##_avx2(a, ars, acs, b, brs, bcs, c, M, N, K, ap, bp); break;
 #else
 #define VARIANT_CASES(SUF)
 #endif

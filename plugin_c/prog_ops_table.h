@@ -95,7 +95,7 @@ KF1(LOG, MF(log)(x))
 KC1(LOG, MC(clog)(x))
 
 EW(TANH, 1, EW_FLOAT_OPS, "tanh_v1", "tanh_v2")
-KF1(TANH, MF(tanh)(x))
+KF1(TANH, MF(tanh)(x))  /* f64; f32 runs rt_tanh_f32 (prog_ops_vec.c), see unary_float */
 KC1(TANH, MC(ctanh)(x))
 
 EW(LOGISTIC, 1, EW_FLOAT_OPS, "logistic_v1", "logistic_v2")
