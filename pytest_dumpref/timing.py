@@ -395,6 +395,13 @@ def plan_block(plan: TimingPlan) -> str:
     return "plan = types.SimpleNamespace(\n" + fields + ")"
 
 
+def run_command(script: str = "timed.py", out: str = "run.json") -> str:
+    """The shell line that runs the worker's listing as run_plan runs the worker: its XLA
+    flags, the CPU platform, a fixed hash seed and glibc's malloc settings."""
+    return (f"XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu PYTHONHASHSEED=0 "
+            f"{' '.join(f'{k}={v}' for k, v in ALLOCATOR_ENV.items())} python {script} > {out}")
+
+
 def plan_listing(plan: TimingPlan) -> str:
     """Python that defines every name the worker's source (``_worker``) uses besides jax and
     numpy, with the values ``plan`` ran with: the imports, this module's constants, the plan
