@@ -184,7 +184,8 @@ _COMPLEX_PART = {"c64": "f32", "c128": "f64"}
 def _array(et: str, dims, dynamic=()) -> Shape:
     return Shape(et, tuple(dims), None, None, tuple(dynamic))
 
-def _ints(value: str | None) -> list[int]:
+def int_list(value: str | None) -> list[int]:
+    """The integers of an HLO attribute such as ``dimensions={1,0}`` (None: none)."""
     if not value:
         return []
     return [int(v) for v in value.strip("{}").split(",") if v.strip()]
@@ -220,24 +221,24 @@ def infer_shape(inst, operand_shapes: list) -> Shape:
             raise ValueError("get-tuple-element of a non-tuple")
         return a.tuple_shapes[int(inst.attrs.get("index", "0"))]
     if op == "transpose":
-        perm = _ints(inst.attrs.get("dimensions"))
+        perm = int_list(inst.attrs.get("dimensions"))
         return _array(a.element_type, [a.dims[p] for p in perm])
     if op == "reduce":
-        drop = set(_ints(inst.attrs.get("dimensions")))
+        drop = set(int_list(inst.attrs.get("dimensions")))
         half = len(operand_shapes) // 2
         outs = [_array(s.element_type, [d for k, d in enumerate(s.dims) if k not in drop])
                 for s in operand_shapes[:half]]
         return outs[0] if half == 1 else Shape("tuple", (), None, outs)
     if op == "concatenate":
-        (dim,) = _ints(inst.attrs.get("dimensions"))
+        (dim,) = int_list(inst.attrs.get("dimensions"))
         dims = list(a.dims)
         dims[dim] = sum(s.dims[dim] for s in operand_shapes)
         return _array(a.element_type, dims)
     if op == "dot":
         b = operand_shapes[1]
-        lb, rb = _ints(inst.attrs.get("lhs_batch_dims")), _ints(inst.attrs.get("rhs_batch_dims"))
-        lc = _ints(inst.attrs.get("lhs_contracting_dims"))
-        rc = _ints(inst.attrs.get("rhs_contracting_dims"))
+        lb, rb = int_list(inst.attrs.get("lhs_batch_dims")), int_list(inst.attrs.get("rhs_batch_dims"))
+        lc = int_list(inst.attrs.get("lhs_contracting_dims"))
+        rc = int_list(inst.attrs.get("rhs_contracting_dims"))
         dims = [a.dims[d] for d in lb]
         dims += [d for k, d in enumerate(a.dims) if k not in lb and k not in lc]
         dims += [d for k, d in enumerate(b.dims) if k not in rb and k not in rc]
