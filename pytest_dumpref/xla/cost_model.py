@@ -494,6 +494,9 @@ class Rates:
     checks: list = field(default_factory=list)
     # memory a kernel only writes, by the bytes it writes (a write-only broadcast); empty: `curve`
     write_curve: list = field(default_factory=list)
+    # class -> why this machine's XLA left it unmeasured (its calibration kernel compiled
+    # otherwise); a kernel of that class is refused with the reason
+    unmeasured: dict = field(default_factory=dict)
 
     def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
         """Interpolated in log(distance) between measured points; clamped at both ends."""
@@ -528,7 +531,8 @@ class Rates:
             missing.append(ONE_OP)
         if missing:
             old = " (rates older than the model: run calibrate again)" if any(ONE_OP in m for m in missing) else ""
-            raise CostModelError(f"{kernel.name}: the rates have no measured rate for {', '.join(missing)}{old}")
+            why = "".join(f" ({m}: {self.unmeasured[m]})" for m in missing if m in self.unmeasured)
+            raise CostModelError(f"{kernel.name}: the rates have no measured rate for {', '.join(missing)}{old}{why}")
         parts = {c: n * self.compute[rate_of[c]] for c, n in kernel.ops.items()}
         total = sum(parts.values())
         floor = kernel.one_op * self.compute[ONE_OP] if kernel.one_op else 0.0
