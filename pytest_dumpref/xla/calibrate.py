@@ -45,8 +45,11 @@ worker (a fresh interpreter) imports them by name.
 """
 from __future__ import annotations
 
+import functools
+import glob
 import json
 import os
+import re
 import statistics
 import time
 from pathlib import Path
@@ -153,6 +156,39 @@ def k_sqrt_alone(x):
 
 
 
+# Loop kernels that LLVM leaves scalar (cost_model's docstring), for the rates of a scalar
+# loop: calibrate checks in the IR its own compile dumps that they are (scalar_kernels).
+
+def k_fill_scalar(b, x):
+    import jax.numpy as jnp
+    return jnp.broadcast_to(b, x.shape)       # x f32[n, 32] gives the shape only: no operation
+
+
+def k_cheap_scalar(x, b):
+    import jax.numpy as jnp
+    return jnp.maximum(x + b, 0.0)            # x f32[n, 32], b f32[32]: 2 cheap ops an element
+
+
+def k_tanh_scalar(x):
+    import jax.numpy as jnp
+    return jnp.pad(jnp.tanh(x), ((0, 0), (0, 8))) + 0.5    # the tanh inside the pad's bounds test
+
+
+SCALAR_MINOR = 32
+
+
+def _scalar_args(name: str, rows: int) -> tuple:
+    narrow = (F32, (rows * ROW // SCALAR_MINOR, SCALAR_MINOR))
+    if name == "cheap":
+        return (narrow, (F32, (SCALAR_MINOR,)))
+    if name == "fill":
+        return ((F32, (SCALAR_MINOR,)), narrow)
+    return (_rows(rows),)
+
+
+SCALAR_KERNELS = ("fill",) + cost_model.SCALAR     # fill: a scalar loop's iteration, alone
+
+
 def k_select(x, y):
     import jax.numpy as jnp
     for k in range(8):                        # 8 compare + 8 select an element
@@ -213,6 +249,8 @@ def _variants() -> dict:
             v[f"compute {name}{suffix}"] = (f"k_{name}", args, {})
         for name in cost_model.ALONE:
             v[f"compute {name} alone{suffix}"] = (f"k_{name}_alone", ((c, c) if name == "divide" else (c,)), {})
+        for name in SCALAR_KERNELS:
+            v[f"compute {name} scalar{suffix}"] = (f"k_{name}_scalar", _scalar_args(name, rows), {})
     for name in ("rowsum", "colsum"):
         v[f"compute {name} {REDUCE_ROWS}"] = (f"k_{name}", (_rows(REDUCE_ROWS),), {})
     for r in ONE_OP_ROWS:
@@ -251,8 +289,11 @@ def _census(hlo_text: str) -> "cost_model.ProgramCost":
     return cost_model.analyse(hlo_text, buffer_assignment_text=None, source="calibration kernel")
 
 
-def rates_from(result) -> "cost_model.Rates":
-    """Rates from a ``TimingResult`` of :func:`plan`."""
+def rates_from(result, vectorised: dict | None = None) -> "cost_model.Rates":
+    """Rates from a ``TimingResult`` of :func:`plan`.  ``vectorised``: the scalar-loop
+    classes whose calibration kernel this XLA vectorises, with why
+    (:func:`vectorised_scalar_kernels`, which compiles them: None where jax is not at hand,
+    as in the listing, which then takes them to be scalar, as they are on jaxlib 0.10)."""
     from .. import timing
 
     v = result.variants
@@ -363,6 +404,31 @@ def rates_from(result) -> "cost_model.Rates":
         if n <= 0:
             raise RuntimeError(f"calibration kernel for {cls!r} alone has no {cls} operation: {cl}")
         compute[cost_model.alone(cls)] = max(med[f"{small} {COMPUTE_ROWS_LARGE}"] - med[small], 1e-12) / n
+    # an operation in a loop LLVM left scalar, the same slope, where this XLA leaves the
+    # calibration kernel scalar (its IR, from a compile of calibrate's own)
+    def iterations_of(name):
+        return sum(k.elements for k in _census(v[name].hlo_text).kernels)
+
+    for cls in SCALAR_KERNELS:
+        small = f"compute {cls} scalar"
+        large = f"{small} {COMPUTE_ROWS_LARGE}"
+        rate = cost_model.SCALAR_LOOP if cls == "fill" else cost_model.scalar(cls)
+        if cls in (vectorised or {}) or (cls != "fill" and cost_model.SCALAR_LOOP not in compute):
+            base.unmeasured[rate] = (vectorised or {}).get(cls) or \
+                f"a scalar loop's iteration is not measured: {base.unmeasured.get(cost_model.SCALAR_LOOP)}"
+            continue
+        iterations = iterations_of(large) - iterations_of(small)
+        body = med[large] - med[small]
+        if cls == "fill":
+            compute[rate] = max(body, 1e-12) / iterations
+            continue
+        cs, cl = census(small), census(large)
+        counts = {c: cl.get(c, 0) - cs.get(c, 0) for c in set(cs) | set(cl)}
+        if counts.get(cls, 0) <= 0:
+            raise RuntimeError(f"calibration kernel for {cls!r} (scalar loop) has no {cls} operation: {counts}")
+        others = iterations * compute[cost_model.SCALAR_LOOP] + sum(
+            n * compute[cost_model.scalar(c)] for c, n in counts.items() if c != cls and cost_model.scalar(c) in compute)
+        compute[rate] = max(body - others, 1e-12) / counts[cls]
     # a one-op loop kernel's cost per element (cost_model's docstring): x * y, the slope
     # between two sizes whose arrays stay in the level-2 cache, so that neither the call's
     # fixed cost nor memory time enters it (it is the larger of this and the memory time)
@@ -373,6 +439,40 @@ def rates_from(result) -> "cost_model.Rates":
     compute[cost_model.ONE_OP] = max(med[large] - med[small], 1e-12) / (elements[1] - elements[0])
     base.compute = compute
     return base
+
+
+@functools.lru_cache(maxsize=1)
+def _vectorised_scalar_kernels() -> tuple:
+    return tuple(_find_vectorised().items())
+
+
+def vectorised_scalar_kernels() -> dict:
+    """class -> why, for the scalar-loop calibration kernels that this XLA vectorises after
+    all (or dumps no IR for); compiled once a process."""
+    return dict(_vectorised_scalar_kernels())
+
+
+def _find_vectorised() -> dict:
+    """class -> why, for the scalar-loop calibration kernels that this XLA vectorises after
+    all (or dumps no IR for): compiled here, in this process, with their IR dumped."""
+    import tempfile
+
+    import jax
+    import numpy as np
+    cpu = jax.devices("cpu")[0]
+    why = {}
+    for cls in SCALAR_KERNELS:
+        fn = globals()[f"k_{cls}_scalar"]
+        args = [jax.device_put(np.ones(shape, dtype), cpu) for dtype, shape in _scalar_args(cls, COMPUTE_ROWS)]
+        with tempfile.TemporaryDirectory() as folder:
+            dump_optimized(fn, args, folder)
+            optimized = next(Path(folder).glob("*cpu_after_optimizations.txt"), None)
+            loops = kernel_irs(optimized) if optimized else {}
+            if not loops:
+                why[cls] = f"this XLA dumped no kernel IR for k_{cls}_scalar"
+            elif not set(loops) <= scalar_kernels(optimized):
+                why[cls] = f"this XLA vectorises k_{cls}_scalar, the kernel that measures it"
+    return why
 
 
 def check_rows(result, rates: "cost_model.Rates") -> list:
@@ -406,7 +506,7 @@ def calibrate(rounds: int = 10, calls_per_round: int = 5) -> tuple:
     from ..timing import run_plan
     t0 = time.perf_counter()
     result = run_plan(plan(rounds, calls_per_round))
-    rates = rates_from(result)
+    rates = rates_from(result, vectorised=vectorised_scalar_kernels())
     rates.machine = dict(machine_info(), **{"jax": result.jax_version, "xla_flags": result.xla_flags,
                                            "pinned cpu": result.cpu})
     checks = check_rows(result, rates)
@@ -529,7 +629,7 @@ def run_cost(args) -> int:
         f = Path(f)
         try:
             text, ba_text = read_optimized(f)
-            pred = cost_model.predict_text(text, ba_text, rates, source=str(f))
+            pred = cost_model.predict_text(text, ba_text, rates, source=str(f), scalar_kernels=scalar_kernels(f))
         except (OSError, UnicodeDecodeError) as e:
             failed += 1
             print(f"error: {f}: cannot read: {e}", file=sys.stderr)
@@ -562,6 +662,25 @@ def read_optimized(path) -> tuple[str, str | None]:
     return path.read_text(), (ba.read_text() if ba is not None and ba.is_file() else None)
 
 
+VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
+
+
+def kernel_irs(path) -> dict:
+    """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
+    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``)."""
+    path = Path(path)
+    prefix = path.name.split(".cpu_after_optimizations")[0] + "."
+    tail = "_kernel_module.ir-with-opt.ll"
+    return {f.name[len(prefix):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{tail}")}
+
+
+def scalar_kernels(path) -> frozenset:
+    """The loop kernels of the optimized module ``path`` that LLVM left scalar: their IR,
+    dumped beside it, holds no vector type (cost_model's docstring).  A kernel whose IR was
+    not dumped is not among them."""
+    return frozenset(name for name, f in kernel_irs(path).items() if not VECTOR_TYPE.search(f.read_text()))
+
+
 # ---- the model as one file a reader runs on a timing run and dumps of their own ---------------
 
 MODEL_ROOTS = {"calibrate": ["model_main"]}
@@ -592,7 +711,8 @@ def price_files(run_json: dict, files) -> list:
     """[(file, the model's seconds per call)] of optimized module files, at the rates of a
     timing run's calibration kernels; a file the model cannot price raises CostModelError."""
     rates = run_rates(run_json)
-    return [(str(f), cost_model.predict_text(*read_optimized(f), rates, source=str(f)).total_s) for f in files]
+    return [(str(f), cost_model.predict_text(*read_optimized(f), rates, source=str(f),
+                                             scalar_kernels=scalar_kernels(f)).total_s) for f in files]
 
 
 def model_main(argv=None) -> int:
@@ -608,7 +728,8 @@ def model_main(argv=None) -> int:
     refused = 0
     for name in args[1:]:
         try:
-            seconds = cost_model.predict_text(*read_optimized(name), rates, source=name).total_s
+            seconds = cost_model.predict_text(*read_optimized(name), rates, source=name,
+                                              scalar_kernels=scalar_kernels(name)).total_s
         except cost_model.CostModelError as e:
             refused += 1
             print(f"refused: {e}", file=sys.stderr)
@@ -648,14 +769,14 @@ def predict_dump(dump, rates) -> "cost_model.Prediction":
     """The model's prediction for a ``Dump`` (``xla/dump.py``): its optimized module and
     buffer assignment, at ``rates``."""
     return cost_model.predict_text(dump.optimized_text, dump.buffer_assignment, rates,
-                                   source=str(dump.files.optimized))
+                                   source=str(dump.files.optimized), scalar_kernels=scalar_kernels(dump.files.optimized))
 
 
 def model_times(run, fused, plain):
     """The kernel cost model on a timing's two variants (see :func:`record_model_kernels`):
     ({"fused", "fused model", "extra", "extra model"} in seconds per call, and the two
     predictions)."""
-    rates = rates_from(run)
+    rates = rates_from(run, vectorised=vectorised_scalar_kernels())
     pf, pu = predict_dump(fused, rates), predict_dump(plain, rates)
     times = {"fused": run.variants["fused"].median, "fused model": pf.total_s,
              "extra": run.difference("fused", "without fusion"), "extra model": pu.total_s - pf.total_s}
@@ -703,7 +824,7 @@ def across_programs(run, predicted_bytes: dict, dumps: dict) -> dict:
     bytes), refused (the programs the model has no rate for) and model ((program, fused
     measured, fused model, extra measured, extra model) seconds, every program it prices)."""
     from ..claims import varies
-    rates = rates_from(run)
+    rates = rates_from(run, vectorised=vectorised_scalar_kernels())
     points, rows, exact, refused, model = [], [], [], [], []
     for name, (fused_dump, unfused_dump) in dumps.items():
         fused, unfused_v, aa_v = f"{name}: fused", f"{name}: unfused", f"{name}: A/A"

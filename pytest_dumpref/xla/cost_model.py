@@ -24,7 +24,11 @@ worker:
   of a single elementwise instruction, as the fusion-wrapper pass makes of every instruction
   the fusion pass left alone) its operation at its rate alone in such a kernel (``ALONE``:
   exp, tanh, divide, sqrt), and at least its elements times the measured cost of an element
-  of such a kernel (``ONE_OP``), whatever its operation: the larger of the two.  A reduction
+  of such a kernel (``ONE_OP``), whatever its operation: the larger of the two.  A loop
+  kernel that LLVM left **scalar** (its optimized IR in the dump, ``*_kernel_module.ir-with-opt.ll``,
+  holds no vector type) costs its elements at the measured cost of a scalar loop's iteration
+  (``SCALAR_LOOP``, a broadcast's) plus its operations at their rates in such a loop
+  (``SCALAR``: cheap ops and tanh; a scalar kernel of another class is refused by name).  A reduction
   costs what it adds to reading its input, which the memory term prices.  An operation with no
   measured rate (reduce-window, sort, scatter, a custom call...) is refused by name, and so
   is a while loop: nothing is guessed.
@@ -111,6 +115,17 @@ shared with other tenants; pinned single thread):
   over passes (``timing.TimingPlan.passes``), so that both are those of the fast stretches;
   with all of a round's calls in a row, tanh's rate came out 448 ps an element in one run
   and 262 in the next.
+* Scalar loops, read from the dump: of the 34 programs of the fusion study, the two whose
+  fused program the model priced at a third of its time (pad_tanh: 2,321 us measured, 407
+  priced; conv_bias_relu's bias and ReLU kernel: 525 us, 168 priced) are the two whose fused
+  loop kernel's optimized IR holds no vector instruction; every other loop kernel of theirs
+  that XLA dumped IR for was vectorised.  ``pad(tanh(x))`` keeps the tanh inside the pad's
+  bounds test, which LLVM does not turn into a select, and ``max(x + b, 0)`` over a minor
+  dimension of 32 floats was left scalar too, and so was the unfused program's broadcast of
+  the bias over that dimension: 350 us for 4 MiB where the memory curve gave 168.  Measured
+  on an Intel Xeon, a scalar loop's iteration (a broadcast's) cost about 0.3 ns, an
+  operation in it beyond that 0.05-0.2 ns if cheap, about 1.9 if a tanh (0.016 and 0.34
+  vectorised).
 * Dispatch: PJRT's CPU client runs a program with few flops on the calling thread, a larger
   one on its worker thread (a thread switch on one pinned core): two measured dispatch
   costs, chosen by the program's flops as XLA counts them (below 1,024: inline; ``x * 2``
@@ -179,9 +194,21 @@ def alone(cls: str) -> str:
     return f"{cls} ({ONE_OP})"
 
 
+# The classes measured in a loop kernel that LLVM left scalar (module docstring); their rate
+# there is scalar(class).
+SCALAR = ("cheap", "tanh")
+SCALAR_LOOP = "scalar loop"
+
+
+def scalar(cls: str) -> str:
+    """The rate of Rates.compute for an operation of class ``cls`` in a scalar loop kernel."""
+    return f"{cls} ({SCALAR_LOOP})"
+
+
 # The classes the calibration measures; any other operation is refused by name.
 OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
-              "reduce (across rows)", "dot", "convolution", ONE_OP) + tuple(alone(c) for c in ALONE)
+              "reduce (across rows)", "dot", "convolution", ONE_OP) + tuple(alone(c) for c in ALONE) \
+    + tuple(scalar(c) for c in SCALAR) + (SCALAR_LOOP,)
 # Inside a fusion, instructions that are not the kernel's one operation.
 _NOT_AN_OP = frozenset({"parameter", "constant", "bitcast"})
 _TRANSCENDENTAL = frozenset({"exp", "tanh", "log", "sqrt", "rsqrt"})
@@ -260,6 +287,8 @@ class Kernel:
     accesses: list
     fault_pages: float = 0.0
     one_op: float = 0.0           # a one-op loop kernel: its elements (module docstring)
+    scalar: bool = False          # LLVM left its loop scalar: its IR holds no vector type
+    elements: float = 0.0         # a loop kernel's output elements (a scalar loop's iterations)
 
     @property
     def nbytes(self) -> float:
@@ -415,7 +444,10 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         for s in {s for s in out}:
             if buffers.fresh_per_call(s) and buffers.allocation_size(s) >= MMAP_BYTES:
                 pages += (s[2] - s[1]) / PAGE
-        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op))
+        shape = inst.shape
+        elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
+        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op,
+                              elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
     return ProgramCost(module.name, kernels, refused, source)
 
@@ -525,17 +557,24 @@ class Rates:
     def compute_seconds(self, kernel: Kernel) -> tuple:
         """(seconds, class that costs most)."""
         # an operation alone in a one-op loop kernel costs its rate there (ALONE)
-        rate_of = {c: alone(c) if kernel.one_op and c in ALONE else c for c in kernel.ops}
+        if kernel.scalar:       # a scalar loop: every operation at its rate there
+            rate_of = {c: scalar(c) for c in kernel.ops}
+        else:
+            rate_of = {c: alone(c) if kernel.one_op and c in ALONE else c for c in kernel.ops}
         missing = [r for r in rate_of.values() if r not in self.compute]
-        if kernel.one_op and ONE_OP not in self.compute:
+        if kernel.one_op and not kernel.scalar and ONE_OP not in self.compute:
             missing.append(ONE_OP)
+        if kernel.scalar and SCALAR_LOOP not in self.compute:
+            missing.append(SCALAR_LOOP)
         if missing:
             old = " (rates older than the model: run calibrate again)" if any(ONE_OP in m for m in missing) else ""
             why = "".join(f" ({m}: {self.unmeasured[m]})" for m in missing if m in self.unmeasured)
             raise CostModelError(f"{kernel.name}: the rates have no measured rate for {', '.join(missing)}{old}{why}")
         parts = {c: n * self.compute[rate_of[c]] for c, n in kernel.ops.items()}
+        if kernel.scalar:       # a scalar loop's iterations cost beside its operations
+            parts[SCALAR_LOOP] = kernel.elements * self.compute[SCALAR_LOOP]
         total = sum(parts.values())
-        floor = kernel.one_op * self.compute[ONE_OP] if kernel.one_op else 0.0
+        floor = kernel.one_op * self.compute[ONE_OP] if kernel.one_op and not kernel.scalar else 0.0
         if floor > total:
             return floor, ONE_OP                                     # the larger of the two
         if not parts:
@@ -611,7 +650,7 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
         comp, cls = rates.compute_seconds(k)
         faults = k.fault_pages * rates.fault_s
         if comp > mem:
-            regime = f"compute ({cls})"
+            regime = f"compute ({cls}, {SCALAR_LOOP})" if k.scalar and cls != SCALAR_LOOP else f"compute ({cls})"
         else:
             far = max(k.accesses, key=rates.access_seconds, default=None)
             regime = f"memory ({rates.level(far.distance)})" if far else "launch"
@@ -621,8 +660,14 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
     return Prediction(program.module, times, dispatch, rates.launch_s)
 
 
-def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "") -> Prediction:
-    return predict(analyse(hlo_text, buffer_assignment_text, source=source), rates)
+def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "",
+                 scalar_kernels: frozenset = frozenset()) -> Prediction:
+    """``scalar_kernels``: the loop kernels whose optimized IR holds no vector type (the
+    dump's ``*_kernel_module.ir-with-opt.ll``; ``calibrate.scalar_kernels`` reads them)."""
+    program = analyse(hlo_text, buffer_assignment_text, source=source)
+    for k in program.kernels:
+        k.scalar = k.kind == "loop" and k.name in scalar_kernels
+    return predict(program, rates)
 
 
 def compare(fused: Prediction, unfused: Prediction) -> dict:
