@@ -53,7 +53,8 @@ def test_calibration(benchmark, rates):
 
     r, checks = benchmark.pedantic(run, rounds=1, iterations=1, warmup_rounds=0)
     seconds = timed[-1]
-    assert set(r.compute) == set(cost_model.OP_CLASSES)
+    # every class measured, or left out with why where this XLA compiles its kernel otherwise
+    assert set(r.compute) | set(r.unmeasured) == set(cost_model.OP_CLASSES)
     benchmark.extra_info.update({
         "calibration_s": round(seconds, 2), "goal_under_30_s": seconds < 30,
         "load_average": list(r.machine.get("load average", [])),
