@@ -356,7 +356,8 @@ bool rt_is_complex(prog_dtype t);
 
 /* C[M,N] += A[M,K] B[K,N], C row-major and at its type's alignment, element (i,k) of A at
  * a[i*ars + k*acs] and (k,j) of B at b[k*brs + j*bcs] (any alignment); products added in k
- * order, bit for bit the naive loop's (prog_ops_matmul.c).  -1 when out of memory. */
+ * order, fused multiply-adds under AVX2/AVX-512 (prog_ops_matmul.c: within a dot product's
+ * error bound, not the naive loop's bits).  -1 when out of memory. */
 int rt_matmul_f32(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs,
                   int64_t bcs, float* c, int64_t M, int64_t N, int64_t K);
 int rt_matmul_f64(const void* a, int64_t ars, int64_t acs, const void* b, int64_t brs,

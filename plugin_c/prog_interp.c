@@ -1006,6 +1006,24 @@ static bool is_arg(const prog_func* f, int id) {
   return id >= f->first_arg && id < f->first_arg + f->num_args;
 }
 
+/* The operand (0 or 1) of elementwise instruction `in` (instruction k of f) whose buffer its
+ * result may take, or -1: a real or integer op whose result has the operand's type and bytes,
+ * the operand a buffer this function owns that nothing reads after k (nor the instruction
+ * again, as its other operand or a region's capture).  The kernels take o == a or o == b. */
+static int ew_reusable(const prog_func* f, const prog_insn* in, const bool* owned, int k) {
+  int arity = prog_ew_arity(in->op);
+  if (arity == 0 || in->num_cap > 0 || rt_is_complex(in->shape.dtype)) return -1;
+  for (int q = 0; q < in->num_in && q < arity; q++) {
+    int id = in->in[q];
+    if (!owned[id] || f->last_use[id] != k || (in->scalar_in & (1u << q))) continue;
+    if (f->values[id].dtype != in->shape.dtype || rt_bytes(&f->values[id]) != rt_bytes(&in->shape))
+      continue;
+    if (in->num_in == 2 && in->in[1 - q] == id) continue;
+    return q;
+  }
+  return -1;
+}
+
 /* Values live in `vals`; `owned` says which buffers the loop allocated (arguments and a
  * region's enclosing values are borrowed, and a value the function returns is written straight
  * into its output buffer). */
@@ -1037,6 +1055,14 @@ int rt_run_func(run_ctx* r, const prog_program* p, const prog_func* f, void* con
         int id = in->out + q;
         if (direct[id]) {
           vals[id] = outputs[direct[id] - 1];
+        } else if (in->num_out == 1 && ew_reusable(f, in, owned, k) >= 0) {
+          /* an elementwise op whose operand dies here writes over that operand (each element
+           * is read before it is written): no fresh buffer, and the result lands in lines the
+           * operand just brought into cache */
+          int src = in->in[ew_reusable(f, in, owned, k)];
+          vals[id] = vals[src];
+          owned[id] = true;
+          owned[src] = false;
         } else if (in->op == OP_RESHAPE && owned[in->in[0]] && f->last_use[in->in[0]] == k) {
           /* a reshape is its operand's bytes: when nothing reads the operand after it, the
            * buffer changes hands instead of being copied (run_insn then sees src == dst) */

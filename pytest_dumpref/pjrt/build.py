@@ -43,7 +43,8 @@ MINIMAL_SOURCE = Path("minimal") / "minimal.c"
 #: kernels need the dynamic vectorizer cost model, the -O3 default, kept explicit: an output may
 #: alias an input, so the vectorized loop carries a run-time check; without it `x + 1` over 1M f32
 #: spent its time in a scalar addss loop.  Vectorizing changes no result (no -ffast-math, and
-#: -std=c11 turns FP contraction off: float sums keep their order, nothing fuses into an FMA).
+#: -std=c11 turns FP contraction off: float sums keep their order, nothing fuses into an FMA
+#: unless the source asks for one, as the matrix product's AVX2/AVX-512 kernels do).
 #: -fno-math-errno: sqrt is then the sqrtps instruction in a vectorised loop, where gcc otherwise
 #: calls sqrtf for a negative operand to set errno and keeps the loop scalar (nothing here reads
 #: errno; the values are the same, IEEE sqrt being correctly rounded either way).

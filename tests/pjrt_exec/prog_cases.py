@@ -247,6 +247,18 @@ def more_cases():
             for u in (0, 1, 2) for c, a in ((c32, a32), (c64, a64))),
             (f32(4), f32(5, 3, seed=1), f32(4, seed=2).astype(np.float64),
              f32(5, 3, seed=3).astype(np.float64))),
+        # elementwise results written over an operand that dies there (prog_interp.c,
+        # ew_reusable): a value read again later (y) must not be overwritten by the op before
+        # (z), one op reading one value twice (y * y), the other operand dying (b), a scalar
+        # operand, integers and bf16 (widened, written back), a chain inside a loop body
+        "inplace_chains": (lambda a, b, i, h: (
+            (lambda y: (lambda z: (z + y, y * y))(jnp.exp(y) * 2.0))(a + 1.0),
+            (a * 3.0) - (b + 1.0) * (b - 2.0),
+            (lambda j: (j * 3 - j) ^ (j + 7))(i + 1),
+            (h + h) * jnp.bfloat16(0.5) - h,
+            lax.fori_loop(0, 3, lambda k, x: jnp.tanh(x * 0.5 + 1.0) - x, a)),
+            (f32(5, 7), f32(5, 7, seed=1), np.arange(35, dtype=np.int32).reshape(5, 7),
+             f32(4, 6, seed=2).astype(jnp.bfloat16))),
         # lax.dce_sink (the custom call checkify uses): the value it keeps is computed, and
         # nothing comes of it
         "dce_sink": (lambda x: (lax.dce_sink(jnp.sin(x) * 2, prevent_mlir_dce=True), x + 1)[1:],

@@ -26,7 +26,8 @@ CASES = ["add_one", "mlp", "mlp_grad", "sgd_step", "softmax", "layernorm", "caus
          "pad", "gather_scatter", "batched_indexing", "conv", "conv_grad", "bits", "rounding",
          "optimization_barrier", "int_widths", "float16", "float8", "complex", "mixed_dot",
          "pred_f8_complex_products", "scalars_and_empties", "int4",
-         "rng_bit_generator", "qr", "triangular_solve", "dce_sink", "fft", "scan_grad2"]
+         "rng_bit_generator", "qr", "triangular_solve", "dce_sink", "fft", "scan_grad2",
+         "inplace_chains"]
 
 
 def run_jax(script: Path, library: Path, *args, timeout=600) -> subprocess.CompletedProcess:
