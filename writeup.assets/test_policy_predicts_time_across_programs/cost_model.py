@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import functools
 import gc
+import glob
 import itertools
 import json
 import math
@@ -1601,6 +1602,16 @@ def alone(cls: str) -> str:
     """The rate of Rates.compute for an operation of class ``cls`` alone in a one-op loop kernel."""
     return f"{cls} ({ONE_OP})"
 
+# The classes measured in a loop kernel that LLVM left scalar (module docstring); their rate
+# there is scalar(class).
+SCALAR = ("cheap", "tanh")
+
+SCALAR_LOOP = "scalar loop"
+
+def scalar(cls: str) -> str:
+    """The rate of Rates.compute for an operation of class ``cls`` in a scalar loop kernel."""
+    return f"{cls} ({SCALAR_LOOP})"
+
 # Inside a fusion, instructions that are not the kernel's one operation.
 _NOT_AN_OP = frozenset({"parameter", "constant", "bitcast"})
 
@@ -1675,6 +1686,8 @@ class Kernel:
     accesses: list
     fault_pages: float = 0.0
     one_op: float = 0.0           # a one-op loop kernel: its elements (module docstring)
+    scalar: bool = False          # LLVM left its loop scalar: its IR holds no vector type
+    elements: float = 0.0         # a loop kernel's output elements (a scalar loop's iterations)
 
     @property
     def nbytes(self) -> float:
@@ -1827,7 +1840,10 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         for s in {s for s in out}:
             if buffers.fresh_per_call(s) and buffers.allocation_size(s) >= MMAP_BYTES:
                 pages += (s[2] - s[1]) / PAGE
-        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op))
+        shape = inst.shape
+        elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
+        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op,
+                              elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
     return ProgramCost(module.name, kernels, refused, source)
 
@@ -1902,6 +1918,9 @@ class Rates:
     checks: list = field(default_factory=list)
     # memory a kernel only writes, by the bytes it writes (a write-only broadcast); empty: `curve`
     write_curve: list = field(default_factory=list)
+    # class -> why this machine's XLA left it unmeasured (its calibration kernel compiled
+    # otherwise); a kernel of that class is refused with the reason
+    unmeasured: dict = field(default_factory=dict)
 
     def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
         """Interpolated in log(distance) between measured points; clamped at both ends."""
@@ -1930,16 +1949,24 @@ class Rates:
     def compute_seconds(self, kernel: Kernel) -> tuple:
         """(seconds, class that costs most)."""
         # an operation alone in a one-op loop kernel costs its rate there (ALONE)
-        rate_of = {c: alone(c) if kernel.one_op and c in ALONE else c for c in kernel.ops}
+        if kernel.scalar:       # a scalar loop: every operation at its rate there
+            rate_of = {c: scalar(c) for c in kernel.ops}
+        else:
+            rate_of = {c: alone(c) if kernel.one_op and c in ALONE else c for c in kernel.ops}
         missing = [r for r in rate_of.values() if r not in self.compute]
-        if kernel.one_op and ONE_OP not in self.compute:
+        if kernel.one_op and not kernel.scalar and ONE_OP not in self.compute:
             missing.append(ONE_OP)
+        if kernel.scalar and SCALAR_LOOP not in self.compute:
+            missing.append(SCALAR_LOOP)
         if missing:
             old = " (rates older than the model: run calibrate again)" if any(ONE_OP in m for m in missing) else ""
-            raise CostModelError(f"{kernel.name}: the rates have no measured rate for {', '.join(missing)}{old}")
+            why = "".join(f" ({m}: {self.unmeasured[m]})" for m in missing if m in self.unmeasured)
+            raise CostModelError(f"{kernel.name}: the rates have no measured rate for {', '.join(missing)}{old}{why}")
         parts = {c: n * self.compute[rate_of[c]] for c, n in kernel.ops.items()}
+        if kernel.scalar:       # a scalar loop's iterations cost beside its operations
+            parts[SCALAR_LOOP] = kernel.elements * self.compute[SCALAR_LOOP]
         total = sum(parts.values())
-        floor = kernel.one_op * self.compute[ONE_OP] if kernel.one_op else 0.0
+        floor = kernel.one_op * self.compute[ONE_OP] if kernel.one_op and not kernel.scalar else 0.0
         if floor > total:
             return floor, ONE_OP                                     # the larger of the two
         if not parts:
@@ -2012,7 +2039,7 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
         comp, cls = rates.compute_seconds(k)
         faults = k.fault_pages * rates.fault_s
         if comp > mem:
-            regime = f"compute ({cls})"
+            regime = f"compute ({cls}, {SCALAR_LOOP})" if k.scalar and cls != SCALAR_LOOP else f"compute ({cls})"
         else:
             far = max(k.accesses, key=rates.access_seconds, default=None)
             regime = f"memory ({rates.level(far.distance)})" if far else "launch"
@@ -2021,8 +2048,14 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
     dispatch = rates.dispatch_async_s if program.operations >= ASYNC_MIN_OPS else rates.dispatch_inline_s
     return Prediction(program.module, times, dispatch, rates.launch_s)
 
-def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "") -> Prediction:
-    return predict(analyse(hlo_text, buffer_assignment_text, source=source), rates)
+def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "",
+                 scalar_kernels: frozenset = frozenset()) -> Prediction:
+    """``scalar_kernels``: the loop kernels whose optimized IR holds no vector type (the
+    dump's ``*_kernel_module.ir-with-opt.ll``; ``calibrate.scalar_kernels`` reads them)."""
+    program = analyse(hlo_text, buffer_assignment_text, source=source)
+    for k in program.kernels:
+        k.scalar = k.kind == "loop" and k.name in scalar_kernels
+    return predict(program, rates)
 
 
 # ---- from pytest_dumpref/timing.py --------------------------------------------------------
@@ -2086,12 +2119,17 @@ FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call
 
 SMALL_DISTANCE = 2 ** 20              # the L2 of one core on the machines seen (1 MiB)
 
+SCALAR_KERNELS = ("fill",) + cost_model.SCALAR     # fill: a scalar loop's iteration, alone
+
 def _census(hlo_text: str) -> "cost_model.ProgramCost":
     """The model's own view of a calibration kernel (its kernels, op counts, accesses)."""
     return cost_model.analyse(hlo_text, buffer_assignment_text=None, source="calibration kernel")
 
-def rates_from(result) -> "cost_model.Rates":
-    """Rates from a ``TimingResult`` of :func:`plan`."""
+def rates_from(result, vectorised: dict | None = None) -> "cost_model.Rates":
+    """Rates from a ``TimingResult`` of :func:`plan`.  ``vectorised``: the scalar-loop
+    classes whose calibration kernel this XLA vectorises, with why
+    (:func:`vectorised_scalar_kernels`, which compiles them: None where jax is not at hand,
+    as in the listing, which then takes them to be scalar, as they are on jaxlib 0.10)."""
 
     v = result.variants
     med = {k: x.median for k, x in v.items()}
@@ -2181,6 +2219,15 @@ def rates_from(result) -> "cost_model.Rates":
             counts = census(small)
             body = med[small] - async_
         others = sum(n * compute[c] for c, n in counts.items() if c != cls and c in compute)
+        split = [n for n in (small, large) if n in v and "reduce-window(" in v[n].hlo_text]
+        if split:
+            # jaxlib 0.9's XLA:CPU splits a sum over 1,024 columns into a reduce-window of
+            # 32-element windows and a reduce (and a sum over 128 rows so, by 32 rows): the
+            # slope would be the reduce-window's as much as the reduction's, so the class is
+            # left unmeasured, and a kernel of it is refused with this reason
+            base.unmeasured[cls] = (f"this XLA compiles the calibration kernel {split[0]!r} with a "
+                                    "reduce-window, which the model does not price")
+            continue
         if counts.get(cls, 0) <= 0:
             raise RuntimeError(f"calibration kernel for {cls!r} has no {cls} operation: {counts}")
         compute[cls] = max(body - others, 1e-12) / counts[cls]
@@ -2192,6 +2239,31 @@ def rates_from(result) -> "cost_model.Rates":
         if n <= 0:
             raise RuntimeError(f"calibration kernel for {cls!r} alone has no {cls} operation: {cl}")
         compute[cost_model.alone(cls)] = max(med[f"{small} {COMPUTE_ROWS_LARGE}"] - med[small], 1e-12) / n
+    # an operation in a loop LLVM left scalar, the same slope, where this XLA leaves the
+    # calibration kernel scalar (its IR, from a compile of calibrate's own)
+    def iterations_of(name):
+        return sum(k.elements for k in _census(v[name].hlo_text).kernels)
+
+    for cls in SCALAR_KERNELS:
+        small = f"compute {cls} scalar"
+        large = f"{small} {COMPUTE_ROWS_LARGE}"
+        rate = cost_model.SCALAR_LOOP if cls == "fill" else cost_model.scalar(cls)
+        if cls in (vectorised or {}) or (cls != "fill" and cost_model.SCALAR_LOOP not in compute):
+            base.unmeasured[rate] = (vectorised or {}).get(cls) or \
+                f"a scalar loop's iteration is not measured: {base.unmeasured.get(cost_model.SCALAR_LOOP)}"
+            continue
+        iterations = iterations_of(large) - iterations_of(small)
+        body = med[large] - med[small]
+        if cls == "fill":
+            compute[rate] = max(body, 1e-12) / iterations
+            continue
+        cs, cl = census(small), census(large)
+        counts = {c: cl.get(c, 0) - cs.get(c, 0) for c in set(cs) | set(cl)}
+        if counts.get(cls, 0) <= 0:
+            raise RuntimeError(f"calibration kernel for {cls!r} (scalar loop) has no {cls} operation: {counts}")
+        others = iterations * compute[cost_model.SCALAR_LOOP] + sum(
+            n * compute[cost_model.scalar(c)] for c, n in counts.items() if c != cls and cost_model.scalar(c) in compute)
+        compute[rate] = max(body - others, 1e-12) / counts[cls]
     # a one-op loop kernel's cost per element (cost_model's docstring): x * y, the slope
     # between two sizes whose arrays stay in the level-2 cache, so that neither the call's
     # fixed cost nor memory time enters it (it is the larger of this and the memory time)
@@ -2209,6 +2281,22 @@ def read_optimized(path) -> tuple[str, str | None]:
     path = Path(path)
     ba = path.with_name(path.name[:-len(".txt")] + "-buffer-assignment.txt") if path.suffix == ".txt" else None
     return path.read_text(), (ba.read_text() if ba is not None and ba.is_file() else None)
+
+VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
+
+def kernel_irs(path) -> dict:
+    """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
+    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``)."""
+    path = Path(path)
+    prefix = path.name.split(".cpu_after_optimizations")[0] + "."
+    tail = "_kernel_module.ir-with-opt.ll"
+    return {f.name[len(prefix):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{tail}")}
+
+def scalar_kernels(path) -> frozenset:
+    """The loop kernels of the optimized module ``path`` that LLVM left scalar: their IR,
+    dumped beside it, holds no vector type (cost_model's docstring).  A kernel whose IR was
+    not dumped is not among them."""
+    return frozenset(name for name, f in kernel_irs(path).items() if not VECTOR_TYPE.search(f.read_text()))
 
 def run_rates(run_json: dict) -> "cost_model.Rates":
     """The rates of the calibration kernels of a timing run (``run_json``: what timed.py printed)."""
@@ -2229,7 +2317,8 @@ def model_main(argv=None) -> int:
     refused = 0
     for name in args[1:]:
         try:
-            seconds = cost_model.predict_text(*read_optimized(name), rates, source=name).total_s
+            seconds = cost_model.predict_text(*read_optimized(name), rates, source=name,
+                                              scalar_kernels=scalar_kernels(name)).total_s
         except cost_model.CostModelError as e:
             refused += 1
             print(f"refused: {e}", file=sys.stderr)
