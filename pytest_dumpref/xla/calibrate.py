@@ -868,3 +868,52 @@ def across_programs(run, predicted_bytes: dict, dumps: dict) -> dict:
         # one run's times, shown and not compared: the claim's conclusions are its bounds
         rows.append({k: (v if k in ("name", "extra bytes (policy)") else varies(v)) for k, v in row.items()})
     return {"points": points, "rows": rows, "exact": exact, "refused": refused, "model": model}
+
+
+def record_model_runs(evidence, times: list, within: tuple) -> list:
+    """Record the model's extra time against the measured one in several runs of its own
+    (``times``: ``model_times``' first element, one per run) and their median against the goal
+    ``within`` (low, high); stated, not compared: each run's.  Returns measured/model per run."""
+    from ..claims import varies
+    low, high = within
+    ratios = [t["extra"] / t["extra model"] for t in times]
+    n = len(times)
+    evidence.table(f"the kernel cost model in {n} runs of its own (not compared: each run's)", [
+        {"run": i + 1, "extra measured (us)": varies(round(t["extra"] * 1e6, 1)),
+         "extra, model (us)": varies(round(t["extra model"] * 1e6, 1)),
+         "measured / model": varies(round(r, 3))} for i, (t, r) in enumerate(zip(times, ratios))])
+    evidence.table("the same runs against the goal (not compared, not asserted: this run's)", [
+        {f"median measured/model of the {n} runs": varies(round(statistics.median(ratios), 4)),
+         f"runs with measured/model in [{low:g}, {high:g}]": varies(f"{sum(low <= r <= high for r in ratios)} of {n}"),
+         "goal": f"median in [{low:g}, {high:g}]"}])
+    return ratios
+
+
+def record_model_from_the_page(evidence, folder, run, names: list, dumps: dict) -> tuple:
+    """Run the model's one-file listing alone in ``folder`` on this run's timings and the
+    optimized modules of the programs ``names`` (``dumps``: program -> its dumps), and record
+    the listing and the commands that reproduce its prices from the page.  Returns
+    ``run_model_from_the_page``'s (lines printed, lines priced here) for the claim to judge."""
+    from .. import timing
+    from .fusion_programs import dump_commands
+    files = [x.files.optimized for name in names for x in dumps[name]]
+    out = run_model_from_the_page(folder, run, files)
+    evidence.excerpt("cost_model.py: the kernel cost model, as it ran, whole, with the rates it reads from a "
+                     "timing run's calibration kernels and the HLO and buffer-assignment readers it uses "
+                     "(calibrate.model_listing, cut from pytest_dumpref's source; plain Python: the "
+                     "module docstring of cost_model gives the measurements that decided its form)",
+                     model_listing(), lang="python")
+    evidence.excerpt("the model's prices from the page: timed.py run as its header says (its environment, and "
+                     "resolve_program replaced to import program.py) with its output saved as run.json, each "
+                     "program's two optimized modules dumped with plain jax and program.py (the unfused one with "
+                     "--xla_disable_hlo_passes=fusion), then cost_model.py alone, which prints each module's "
+                     "price; this claim runs the last line so, in an empty folder, on the "
+                     f"{len(files)} modules of the {len(names)} programs it prices, and the seconds printed are "
+                     "the model's in the per-program table, to the last bit: 'fused, model' is the fused "
+                     "module's price, 'extra, model' the unfused module's less it; 'fused measured' is the "
+                     "median of the fused variant's rounds and 'extra measured' the median of the rounds' "
+                     "paired differences, as statistic.py computes them",
+                     timing.run_command("timed.py", "run.json") + "\n" + dump_commands(names) + "\n"
+                     "python cost_model.py run.json dump/*/*/*.cpu_after_optimizations.txt",
+                     lang="bash", fold=True)
+    return out

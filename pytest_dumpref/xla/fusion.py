@@ -39,7 +39,7 @@ __all__ = [
     "FusionDecision", "FusionLogError", "ModuleFusion", "ModuleTrouble", "compare",
     "decisions_of_frames", "fusion_decisions", "fusion_decisions_in_folder", "fusion_log_files",
     "fusion_report", "model_listing", "module_fusion", "read_fusion_log", "read_fusion_log_file",
-    "refusals", "replay", "snapshot_before_fusion", "verdict",
+    "refusals", "replay", "snapshot_before_fusion", "undo_prediction", "verdict",
 ]
 
 
@@ -234,6 +234,25 @@ def module_fusion(dump, *, log=None, **model_options) -> ModuleFusion:
     log, predicted, rows, uncalled = replay(before.module, log, **model_options)
     return ModuleFusion(dump.files.key, before, log, predicted, rows,
                         changed=changed, logged_files=files, uncalled=uncalled)
+
+
+def undo_prediction(dump) -> tuple[list[dict], int, int]:
+    """What undoing the fusion pass of ``dump`` costs in bytes, predicted from its log and the
+    shapes before it ran: (one row per producer the pass fused, extra bytes written, extra
+    bytes read).  Each fused producer stops existing in memory; undone, a fused kernel (not a
+    constant) is written once by its own kernel and read once by each user, and a fused
+    constant, which lives in the executable, is only read (by the kernel now using it)."""
+    entry = dump.around_pass("fusion")[0].module.entry
+    rows, written, read = [], 0, 0
+    for decision in (d for d in dump.fusion_decisions() if d.pass_name == "fusion" and d.fused):
+        p = entry.instruction(decision.producer)
+        n_users = len(entry.users(p.name))
+        w = 0 if p.opcode == "constant" else p.shape.byte_size
+        r = p.shape.byte_size * n_users
+        written, read = written + w, read + r
+        rows.append({"producer": p.name, "shape": str(p.shape), "users": n_users,
+                     "extra written (B)": w, "extra read (B)": r})
+    return rows, written, read
 
 
 def replay(module, log: list, **model_options) -> tuple:

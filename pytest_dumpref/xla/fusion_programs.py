@@ -186,3 +186,80 @@ def run_from_the_page(folder: Path) -> subprocess.CompletedProcess:
     (folder / "programs.py").write_text(programs_listing())
     return subprocess.run(["bash", "-c", PROGRAMS_COMMANDS], cwd=folder, env=plain_env(),
                           capture_output=True, text=True, timeout=1200, check=False)
+
+
+def policy_across_programs(dump, unfused, passes) -> tuple[list[dict], list[dict], dict, dict]:
+    """The fusion pass of every program above against the model, through the claim's ``dump``
+    and ``unfused`` fixtures (``unfused`` disables ``passes``): (a row per SUITE program with its
+    decisions logged and predicted and the extra bytes of undoing the pass, predicted by
+    fusion_policy on the snapshot the pass saw and measured on the two optimized modules; a row
+    per held-out or written-after program, decisions only; program -> ModuleFusion; rule of
+    fusion_policy.RULES -> decisions mispredicted, over SUITE, with that rule left out)."""
+    from .fusion import module_fusion
+    from .fusion_policy import RULES, undo_fusion_bytes
+    per_program, held, mods, knockouts = [], [], {}, {r: 0 for r in RULES}
+    inputs = programs()
+    for name in SUITE:
+        fn, args = inputs[name]
+        d = dump(fn, *args)
+        mf = mods[name] = module_fusion(d)
+        for rule, n in mf.knockouts().items():
+            knockouts[rule] += n
+        unfused_b, fused_b = undo_fusion_bytes(mf.before.module)
+        plain = unfused(fn, *args, passes=passes)
+        per_program.append({"program": name, "decisions logged": len(mf.log), "predicted": mf.agreed,
+                            "extra bytes predicted": unfused_b - fused_b,
+                            "extra bytes measured": plain.traffic - d.traffic})
+    for name, kind in [(n, "held out") for n in HELD_OUT] + [(n, "written after") for n in WRITTEN_AFTER]:
+        fn, args = inputs[name]
+        mf = mods[name] = module_fusion(dump(fn, *args))
+        held.append({"program": f"{name} ({kind})", "decisions logged": len(mf.log),
+                     "predicted": mf.agreed, "extra bytes predicted": "", "extra bytes measured": ""})
+    return per_program, held, mods, knockouts
+
+
+def record_policy_from_the_page(evidence, folder: Path) -> tuple[subprocess.CompletedProcess, str]:
+    """Run the two listings alone in the empty ``folder`` (``run_from_the_page``) and record
+    them, with the commands and the last line they printed, for a reader to run.  Returns the
+    process and that line (the total), for the claim to judge."""
+    from .fusion import model_listing
+    folder.mkdir(parents=True, exist_ok=True)
+    done = run_from_the_page(folder)
+    total = done.stdout.strip().split("\n")[-1] if done.stdout.strip() else ""
+    evidence.excerpt("programs.py: every program above with its inputs (shapes, dtypes, static "
+                     "arguments), as they ran", programs_listing(), lang="python", fold=True)
+    evidence.excerpt("fusion_model.py: the model, whole, with the HLO reader, the fusion-log reader and "
+                     "the comparison it needs (every definition they reach, cut from pytest_dumpref's "
+                     "source as it ran; plain Python)", model_listing(), lang="python", fold=True)
+    evidence.excerpt("the same total from the two listings alone (programs.py and fusion_model.py, "
+                     "the model as one file, both in the fold at the end of this claim), with plain "
+                     "jax (this claim runs exactly this in an empty folder; the last line printed)",
+                     PROGRAMS_COMMANDS + "\n# " + total, lang="bash", fold=False)
+    return done, total
+
+
+def timed_dumps(dump, passes) -> tuple[dict, dict, dict, dict]:
+    """Every program of TIMED dumped through the claim's ``dump`` fixture (only the fusion
+    pass's snapshots), fused and with ``passes`` disabled, and its timing variants: (SUITE
+    program -> extra bytes fusion_policy predicts for undoing the pass; program -> (fused dump,
+    unfused dump); variant -> compiler options; variant -> (program, argument spec)).  A
+    program outside SUITE that the cost model refuses is dumped (the claim says why it is
+    refused) but not timed."""
+    from . import cost_model
+    from .fusion import snapshot_before_fusion
+    from .fusion_policy import undo_fusion_bytes
+    disabled = {"xla_disable_hlo_passes": ",".join(passes)}
+    predicted_bytes, dumps, variants, timed = {}, {}, {}, {}
+    for name, (function, spec) in TIMED.items():
+        fn, args = getattr(examples, function), arrays(spec)
+        d = dump(fn, *args, passes="^fusion$")
+        dumps[name] = (d, dump(fn, *args, passes="^fusion$", **disabled))
+        if name in SUITE:
+            unfused_b, fused_b = undo_fusion_bytes(snapshot_before_fusion(d).module)
+            predicted_bytes[name] = unfused_b - fused_b
+        elif any(cost_model.analyse(x.optimized_text, x.buffer_assignment).refused for x in dumps[name]):
+            continue
+        for v, opt in (("fused", {}), ("A/A", {}), ("unfused", disabled)):
+            variants[f"{name}: {v}"] = opt
+            timed[f"{name}: {v}"] = (f"pytest_dumpref.examples:{function}", tuple(spec))
+    return predicted_bytes, dumps, variants, timed

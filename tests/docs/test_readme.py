@@ -344,8 +344,7 @@ def test_the_command_line_as_written(tmp_path):
 
 def test_the_benchmark_commands_select_benchmarks():
     """Collected, not run: each line, with --collect-only, is accepted and selects tests (a run
-    of benchmarks/ and of the fusion claims takes minutes; CI runs `benchmarks/` as a smoke run
-    and the fusion claims inside the claims check)."""
+    of benchmarks/ takes minutes; CI runs `benchmarks/` as a smoke run)."""
     for line in commands(block("Benchmarks", "sh").text):
         args = shlex.split(line)
         assert args[:3] == ["python", "-m", "pytest"], line
