@@ -49,8 +49,12 @@ static void skip_space(tx* t) {
   }
 }
 
-/* How many bytes of the text at t->p a message may quote (at most `max`): the text is not
- * NUL-terminated, so "%.20s" alone would read past its end when fewer bytes are left. */
+/* The cursor t->p never passes t->end: every advance is bounded by it (peek and accept
+ * compare `t->end - t->p` unsigned, so a cursor past the end would let them read on).  The
+ * text itself is a NUL-terminated copy (prog_text_parse), so strtoll/strtod stop at its end.
+ *
+ * How many bytes of the text at t->p a message may quote (at most `max`): the text holds no
+ * NUL (looks_like_text), so "%.20s" alone would quote past t->end when fewer are left. */
 static int quote_len(const tx* t, int max) {
   const char* nul = memchr(t->p, 0, (size_t)(t->end - t->p));
   ptrdiff_t left = (nul != NULL ? nul : t->end) - t->p;
@@ -60,7 +64,7 @@ static int quote_len(const tx* t, int max) {
 static bool peek(tx* t, const char* s) {
   skip_space(t);
   size_t n = strlen(s);
-  return (size_t)(t->end - t->p) >= n && memcmp(t->p, s, n) == 0;
+  return t->p <= t->end && (size_t)(t->end - t->p) >= n && memcmp(t->p, s, n) == 0;
 }
 
 static bool accept(tx* t, const char* s) {
@@ -97,6 +101,23 @@ static const char* symbol(tx* t) {
     return out;
   }
   return ident(t);
+}
+
+/* Skips a quoted string whose opening '"' is just before t->p, up to and past its closing
+ * quote; a backslash escapes the next byte.  An unterminated string (or a backslash as the
+ * last byte) is malformed text, not a reason to step past the end; `where` names what the
+ * string was in, for the message. */
+static void skip_string(tx* t, const char* where, const char* name) {
+  int line = t->line;
+  while (t->p < t->end && *t->p != '"') {
+    if (*t->p == '\\' && t->end - t->p < 2) break;
+    if (*t->p == '\n') t->line++;
+    t->p += *t->p == '\\' ? 2 : 1;
+  }
+  if (t->p >= t->end || *t->p != '"')
+    TFAIL(t, PROG_INVALID_ARGUMENT, "malformed MLIR text at line %d: unterminated string in %s%s",
+          line, where, name);
+  t->p++;
 }
 
 /* An integer attribute's `: i64` type suffix (generic form), if there. */
@@ -419,7 +440,12 @@ static void attribute(tx* t, op_args* a, const char* key) {
     skip_space(t);
     while (t->p < t->end && *t->p != ',' && *t->p != '}' && *t->p != ':' && *t->p != '\n') {
       if (strchr("([{<\"", *t->p)) {
-        if (*t->p == '"') { t->p++; while (t->p < t->end && *t->p != '"') t->p += (*t->p == '\\') ? 2 : 1; t->p++; }
+        if (*t->p == '"') {
+          char where[128];
+          snprintf(where, sizeof where, "%s's attribute ", t->v.op);
+          t->p++;
+          skip_string(t, where, key);
+        }
         else skip_group(t);
       } else {
         t->p++;
@@ -710,7 +736,7 @@ static void skip_body(tx* t) {
   while (t->p < t->end && depth > 0) {
     char c = *t->p++;
     if (c == '\n') t->line++;
-    if (c == '"') { while (t->p < t->end && *t->p != '"') t->p += *t->p == '\\' ? 2 : 1; t->p++; }
+    if (c == '"') skip_string(t, "the body of a generic func.func", "");
     else if (c == '{' || c == '(' || c == '[') depth++;
     else if (c == '}' || c == ')' || c == ']') depth--;
   }
@@ -746,7 +772,7 @@ static void generic_donors(tx* t, prog_func* f, const char* a, const char* b) {
   bool quoted = false;
   for (const char* q = a; q < b; q++) {
     if (quoted) {
-      if (*q == '\\') q++;
+      if (*q == '\\' && q + 1 < b) q++;
       else if (*q == '"') quoted = false;
       continue;
     }
@@ -760,6 +786,7 @@ static void generic_donors(tx* t, prog_func* f, const char* a, const char* b) {
 }
 
 static void read_generic_signature(tx* t, prog_func* f, bool define) {
+  t->v.op = "func.func";  /* its attributes' messages name it, not the last op read */
   expect(t, "()");
   expect(t, "<{");
   const char *arg_attrs = NULL, *arg_attrs_end = NULL;
@@ -942,7 +969,12 @@ static bool next_func(tx* t) {
   }
 }
 
-void prog_text_parse(prog_ctx* ctx, const char* text, size_t size, prog_program* p) {
+void prog_text_parse(prog_ctx* ctx, const char* bytes, size_t size, prog_program* p) {
+  /* a NUL-terminated copy: strtoll and strtod read digits until a non-digit, which the
+   * caller's bytes need not have after their last digit (`tensor<12` as the whole text) */
+  char* text = prog_alloc(ctx, size + 1, 1);
+  memcpy(text, bytes, size);
+  text[size] = 0;
   tx t = {.v = {ctx, NULL, -1, -1, p, "MLIR text"}, .p = text, .end = text + size, .line = 1};
   p->name = "module";
   /* bounds: values and ops per function are at most the '%' count plus one */
