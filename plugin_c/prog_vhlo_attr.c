@@ -286,8 +286,11 @@ bool attr_bool(vh* v, int i) {
 }
 
 /* A dense tensor attribute: shape, and its elements expanded from a splat when stored so.
- * Booleans are stored packed, one bit per element (a splat as a single 0x00/0xFF byte).  A
- * tensor of no elements may still be a splat of one element's bytes (MLIR folds constants into
+ * Booleans are stored packed, one bit per element (a splat as a single 0x00/0xFF byte), so a
+ * tensor of 2 to 8 booleans is one byte either way: as in MLIR (DenseElementsAttr::
+ * isValidRawBuffer), only 0x00 and 0xFF are splats there, and any other byte holds the bits of
+ * the elements (once read as a splat of true: jnp.sum(x, where=mask) with a 4-element mask
+ * closed over summed everything; issue 20).  A tensor of no elements may still be a splat of one element's bytes (MLIR folds constants into
  * empty shapes so: jnp.spacing on an f16[0,3] compiles to a 2-byte splat). */
 const void* attr_tensor(vh* v, int i, prog_shape* shape) {
   bc_cursor c;
@@ -307,7 +310,7 @@ const void* attr_tensor(vh* v, int i, prog_shape* shape) {
     return out;
   }
   if (shape->dtype == PROG_PRED) {
-    if (size == 1 && n > 1) {
+    if (size == 1 && n > 1 && (blob[0] == 0x00 || blob[0] == 0xFF)) {
       memset(out, blob[0] ? 1 : 0, (size_t)n);
     } else if (size == (uint64_t)((n + 7) / 8) && size != (uint64_t)n) {
       for (int64_t k = 0; k < n; k++) out[k] = (blob[k / 8] >> (k % 8)) & 1;
