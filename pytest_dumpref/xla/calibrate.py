@@ -52,6 +52,8 @@ import os
 import re
 import statistics
 import time
+import types
+from collections.abc import Mapping
 from pathlib import Path
 
 from . import cost_model
@@ -284,18 +286,21 @@ def plan(rounds: int = 10, calls_per_round: int = 5, seed: int = 0, *, variants:
 
 # ---- from times to rates --------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=128)
 def _census(hlo_text: str) -> "cost_model.ProgramCost":
-    """The model's own view of a calibration kernel (its kernels, op counts, accesses)."""
+    """The model's own view of a calibration kernel (its kernels, op counts, accesses); each
+    kernel's module is read once however many rates it enters."""
     return cost_model.analyse(hlo_text, buffer_assignment_text=None, source="calibration kernel")
 
 
-def rates_from(result, vectorised: dict | None = None) -> "cost_model.Rates":
+def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_model.Rates":
     """Rates from a ``TimingResult`` of :func:`plan`.  ``vectorised``: the scalar-loop
     classes whose calibration kernel this XLA vectorises, with why
     (:func:`vectorised_scalar_kernels`, which compiles them: None where jax is not at hand,
     as in the listing, which then takes them to be scalar, as they are on jaxlib 0.10)."""
     from .. import timing
 
+    vectorised = vectorised or {}
     v = result.variants
     med = {k: x.median for k, x in v.items()}
     inline = med[timing.DISPATCH]
@@ -413,8 +418,8 @@ def rates_from(result, vectorised: dict | None = None) -> "cost_model.Rates":
         small = f"compute {cls} scalar"
         large = f"{small} {COMPUTE_ROWS_LARGE}"
         rate = cost_model.SCALAR_LOOP if cls == "fill" else cost_model.scalar(cls)
-        if cls in (vectorised or {}) or (cls != "fill" and cost_model.SCALAR_LOOP not in compute):
-            base.unmeasured[rate] = (vectorised or {}).get(cls) or \
+        if cls in vectorised or (cls != "fill" and cost_model.SCALAR_LOOP not in compute):
+            base.unmeasured[rate] = vectorised.get(cls) or \
                 f"a scalar loop's iteration is not measured: {base.unmeasured.get(cost_model.SCALAR_LOOP)}"
             continue
         iterations = iterations_of(large) - iterations_of(small)
@@ -442,19 +447,10 @@ def rates_from(result, vectorised: dict | None = None) -> "cost_model.Rates":
 
 
 @functools.lru_cache(maxsize=1)
-def _vectorised_scalar_kernels() -> tuple:
-    return tuple(_find_vectorised().items())
-
-
-def vectorised_scalar_kernels() -> dict:
+def vectorised_scalar_kernels() -> types.MappingProxyType:
     """class -> why, for the scalar-loop calibration kernels that this XLA vectorises after
-    all (or dumps no IR for); compiled once a process."""
-    return dict(_vectorised_scalar_kernels())
-
-
-def _find_vectorised() -> dict:
-    """class -> why, for the scalar-loop calibration kernels that this XLA vectorises after
-    all (or dumps no IR for): compiled here, in this process, with their IR dumped."""
+    all (or dumps no IR for): compiled once a process, with their IR dumped (read-only, since
+    every caller shares it)."""
     import tempfile
 
     import jax
@@ -472,7 +468,7 @@ def _find_vectorised() -> dict:
                 why[cls] = f"this XLA dumped no kernel IR for k_{cls}_scalar"
             elif not set(loops) <= scalar_kernels(optimized):
                 why[cls] = f"this XLA vectorises k_{cls}_scalar, the kernel that measures it"
-    return why
+    return types.MappingProxyType(why)
 
 
 def check_rows(result, rates: "cost_model.Rates") -> list:

@@ -388,9 +388,12 @@ class _Buffers:
         return self.bounds[segment[0]][-1]
 
 
-def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source: str = "") -> ProgramCost:
+def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source: str = "",
+            scalar_kernels: frozenset = frozenset()) -> ProgramCost:
     """The kernels of an optimized module, their operation counts and their accesses with
-    reuse distances (rate-independent: ``predict`` prices them)."""
+    reuse distances (rate-independent: ``predict`` prices them).  ``scalar_kernels``: the loop
+    kernels whose optimized IR holds no vector type (the dump's
+    ``*_kernel_module.ir-with-opt.ll``; ``calibrate.scalar_kernels`` reads them)."""
     module = parse_module(hlo_text, source=source or None)
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry
@@ -447,6 +450,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         shape = inst.shape
         elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
         kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op,
+                              scalar=kind == "loop" and inst.name in scalar_kernels,
                               elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
     return ProgramCost(module.name, kernels, refused, source)
@@ -662,12 +666,8 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
 
 def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "",
                  scalar_kernels: frozenset = frozenset()) -> Prediction:
-    """``scalar_kernels``: the loop kernels whose optimized IR holds no vector type (the
-    dump's ``*_kernel_module.ir-with-opt.ll``; ``calibrate.scalar_kernels`` reads them)."""
-    program = analyse(hlo_text, buffer_assignment_text, source=source)
-    for k in program.kernels:
-        k.scalar = k.kind == "loop" and k.name in scalar_kernels
-    return predict(program, rates)
+    """``analyse`` then ``predict``."""
+    return predict(analyse(hlo_text, buffer_assignment_text, source=source, scalar_kernels=scalar_kernels), rates)
 
 
 def compare(fused: Prediction, unfused: Prediction) -> dict:
