@@ -26,16 +26,18 @@ and turns the times into the rates of :class:`cost_model.Rates`:
 * **compute**: per element and operation class, from kernels made compute-bound by
   chaining the class's operation (cheap float ops, compare/select, integer ops) or by the
   operation's own cost (exp, tanh, log, divide, sqrt, rsqrt, each beside a cheap op, so that
-  XLA emits it in a loop fusion of several instructions, as in the programs' fused kernels),
-  each timed over f32[128, 1024] and f32[1024, 1024]: the rate is the slope between the two
-  (``rates_from`` says why); the YNNPACK reductions XLA:CPU calls, the slope between
-  f32[32, 1024] and f32[128, 1024] (in L2: their reading is the memory term's);
+  XLA emits it in a loop fusion of several instructions, as in the programs' fused kernels;
+  a transposing copy in ``x.T + y``), each timed over f32[128, 1024] and f32[1024, 1024]:
+  the rate is the slope between the two (``rates_from`` says why); the YNNPACK reductions
+  XLA:CPU calls, the slope between f32[32, 1024] and f32[128, 1024] (in L2: their reading is
+  the memory term's);
   dot and convolution per flop, less the dispatch.
 * **one-op loop kernels**: ``x * y`` over f32[32, 1024] and f32[128, 1024] (all three arrays
   in the level-2 cache), the slope between the two per element: the floor of a kernel the
   fusion-wrapper made of one elementwise instruction (``cost_model``'s docstring says why);
-  and the operations of ``cost_model.ALONE`` (exp, tanh, divide, sqrt) alone, each in such a
-  kernel, as the compute classes are measured (``<class> (one-op loop)``).
+  and the operations of ``cost_model.ALONE`` (exp, tanh, divide, sqrt, a transposing copy)
+  alone, each in such a kernel (the copy compiled without the fusion pass, as the unfused
+  programs' ``wrapped_copy`` is), as the compute classes are measured (``<class> (one-op loop)``).
 * **the same speed for every kernel**: the plan spreads each kernel's calls of a round over
   ``passes`` passes through the round (``timing.TimingPlan.passes``; the worker says why:
   this machine's vector units run at two speeds, in stretches longer than ten calls).
@@ -71,6 +73,10 @@ WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, neve
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
 ASYNC_ELEMENTS = 2048
 CHAIN = 16
+# A transposing copy alone is the fusion-wrapper's one-op kernel only when the fusion pass
+# is off: with it, XLA emits x.T as a transpose_copy_fusion of two instructions (a loop
+# fusion), which the unfused programs' wrapped_copy is not.
+ALONE_OPTIONS = {"transpose": {"xla_disable_hlo_passes": "fusion"}}
 SMALL_DISTANCE = 2 ** 20              # the L2 of one core on the machines seen (1 MiB)
 
 
@@ -154,6 +160,14 @@ def k_divide_alone(x, y):
 def k_sqrt_alone(x):
     import jax.numpy as jnp
     return jnp.sqrt(x)                        # NaN for negative x, at the same speed
+
+
+def k_transpose(x, y):
+    return x.T + y                            # XLA's copy_add_fusion: x read across its rows
+
+
+def k_transpose_alone(x):
+    return x.T                                # compiled without fusion (ALONE_OPTIONS): wrapped_copy
 
 
 
@@ -247,10 +261,12 @@ def _variants() -> dict:
         c = _rows(rows)
         for name, args in (("cheap", (c,)), ("exp", (c,)), ("tanh", (c,)), ("log", (c,)), ("divide", (c, c)),
                            ("sqrt", (c,)), ("rsqrt", (c,)), ("select", (c, c)),
-                           ("integer", (("int32", (rows, ROW)),) * 2), ("rowsum", (c,)), ("colsum", (c,))):
+                           ("integer", (("int32", (rows, ROW)),) * 2), ("rowsum", (c,)), ("colsum", (c,)),
+                           ("transpose", (c, (F32, (ROW, rows))))):
             v[f"compute {name}{suffix}"] = (f"k_{name}", args, {})
         for name in cost_model.ALONE:
-            v[f"compute {name} alone{suffix}"] = (f"k_{name}_alone", ((c, c) if name == "divide" else (c,)), {})
+            v[f"compute {name} alone{suffix}"] = (f"k_{name}_alone", ((c, c) if name == "divide" else (c,)),
+                                                  ALONE_OPTIONS.get(name, {}))
         for name in SCALAR_KERNELS:
             v[f"compute {name} scalar{suffix}"] = (f"k_{name}_scalar", _scalar_args(name, rows), {})
     for name in ("rowsum", "colsum"):
@@ -354,7 +370,7 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     # compute, per element and class: the kernel's time less what its other classes cost
     compute: dict[str, float] = {}
     order = ["cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
-             "reduce (across rows)", "dot", "convolution"]
+             "reduce (across rows)", "transpose", "dot", "convolution"]
     names = {"reduce": "rowsum", "reduce (across rows)": "colsum", "convolution": "conv"}
     # The elementwise classes: the slope between the kernel over COMPUTE_ROWS and over
     # COMPUTE_ROWS_LARGE rows, so that neither the call's fixed cost (dispatch) nor its noise

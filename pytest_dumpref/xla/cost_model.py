@@ -18,12 +18,12 @@ worker:
   temporary that reuses a dead one's memory finds it where that one left it.
   Without a buffer assignment, every instruction gets its own buffer.
 * *compute*: per operation class (cheap float ops, compare/select, integer, exp, tanh, log,
-  divide, sqrt, rsqrt, reduce, dot and convolution flops) its element count times the
+  divide, sqrt, rsqrt, reduce, transpose, dot and convolution flops) its element count times the
   measured seconds per element, each class measured in a loop fusion of several
   instructions, as the fused kernels run it; and for a **one-op loop kernel** (a loop fusion
   of a single elementwise instruction, as the fusion-wrapper pass makes of every instruction
   the fusion pass left alone) its operation at its rate alone in such a kernel (``ALONE``:
-  exp, tanh, divide, sqrt), and at least its elements times the measured cost of an element
+  exp, tanh, divide, sqrt, transpose), and at least its elements times the measured cost of an element
   of such a kernel (``ONE_OP``), whatever its operation: the larger of the two.  A loop
   kernel that LLVM left **scalar** (its optimized IR in the dump, ``*_kernel_module.ir-with-opt.ll``,
   holds no vector type) costs its elements at the measured cost of a scalar loop's iteration
@@ -100,6 +100,16 @@ shared with other tenants; pinned single thread):
   0.52-0.56 and with an add beside it 0.47.  Priced at the rates of the kernels alone, as
   the compute classes were measured until then, adam_update's fused divide kernel came out
   at 958 us a call and the fused program at 1.29 times its measured time.
+* Transposes, a rate of their own: a copy whose output's minor dimension is not its
+  input's reads each element a row away from the last.  Priced as memory only, as it was
+  until 2026-12-05, ``exp(x.T) + y`` over f32[1024, 1024] (transpose_add; AMD EPYC, 32 MiB
+  L3) came out at 355 us where it ran 815-892, and its unfused program's wrapped_copy at
+  116 us where the difference says about 900.  Measured as a class (``x.T + y`` fused, the
+  slope between 128 and 1,024 rows: about 0.43 ns an element; the copy alone, 0.87), the
+  fused program came out at 0.99 of its time and the extra time at 1.12.  How XLA emits the
+  fused copy depends on what it transposes: ``x.T + 1`` and ``x.T * 2 + y``, whose
+  transposed value is computed from a broadcast, ran 3,258 and 3,358 us where ``x.T + y``
+  ran 479 and ``exp(x.T) + y`` 772, so such a kernel is refused, not priced at this rate.
 * Reductions beyond their reading: YNNPACK's row sum over f32[rows, 1024] took 181 ps a row
   element between 128 and 1,024 rows (its input from L3: the read alone, 4 bytes at the
   memory curve's 43 ps/B) and 30 ps between 32 and 128 (in L2).  Priced at the first, a
@@ -186,7 +196,7 @@ ONE_OP = "one-op loop"
 # docstring).  Not log and rsqrt: alone, their cost depends on the input's sign (on standard
 # normal input, half of it negative, 1.9 and 2.6 ns an element on an Intel Xeon, where on
 # |x| beside an add 0.70 and 0.52), which a model of operation classes cannot see.
-ALONE = ("exp", "tanh", "divide", "sqrt")
+ALONE = ("exp", "tanh", "divide", "sqrt", "transpose")
 
 
 def alone(cls: str) -> str:
@@ -207,7 +217,7 @@ def scalar(cls: str) -> str:
 
 # The classes the calibration measures; any other operation is refused by name.
 OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
-              "reduce (across rows)", "dot", "convolution", ONE_OP) + tuple(alone(c) for c in ALONE) \
+              "reduce (across rows)", "transpose", "dot", "convolution", ONE_OP) + tuple(alone(c) for c in ALONE) \
     + tuple(scalar(c) for c in SCALAR) + (SCALAR_LOOP,)
 # Inside a fusion, instructions that are not the kernel's one operation.
 _NOT_AN_OP = frozenset({"parameter", "constant", "bitcast"})
@@ -219,11 +229,53 @@ def _is_int(et: str) -> bool:
     return et[:1] in ("s", "u") and et[1:].isdigit()
 
 
+def _minor(shape) -> int | None:
+    """The minor-most dimension of ``shape`` that is longer than 1 (None: a scalar's)."""
+    return next((d for d in shape.minor_to_major if shape.dims[d] != 1), None)
+
+
+def transposes(comp, inst: Instruction) -> bool:
+    """A copy or transpose that reads its operand across its rows: the output's minor-most
+    dimension is not the operand's, so consecutive elements written come from elements a
+    row apart (a copy that only relabels the layout, as the transpose inside XLA's
+    ``transpose_copy_fusion`` does, moves nothing and is not one)."""
+    if inst.opcode not in ("copy", "transpose") or inst.shape.is_tuple or not inst.operands:
+        return False
+    src = comp.instruction(inst.operands[0]).shape
+    out = _minor(inst.shape)
+    if out is None or src.is_tuple:
+        return False
+    perm = int_list(inst.attrs.get("dimensions")) if inst.opcode == "transpose" else range(len(inst.shape.dims))
+    return list(perm)[out] != _minor(src)
+
+
+def _fed_by_broadcast(comp, inst: Instruction) -> bool:
+    """Whether a broadcast is among what ``inst`` computes from, inside its computation."""
+    seen, todo = set(), list(inst.operands)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        i = comp.instruction(name)
+        if i.opcode == "broadcast":
+            return True
+        todo += i.operands
+    return False
+
+
 def op_class(comp, inst: Instruction) -> tuple:
     """(class, count) of one instruction inside a kernel; class None: moves data only;
     class '?': no rate for it."""
     op, shape = inst.opcode, inst.shape
     n = 0 if shape.is_tuple else shape.element_count
+    if transposes(comp, inst):
+        # measured apart (calibrate.k_transpose): each element read is a row away from the
+        # last.  One fed by a broadcast is refused: x.T + 1 and x.T * 2 + y, whose fused
+        # kernels transpose a value computed from a broadcast, ran 7 times as long as
+        # x.T + y (3,258 and 3,358 us against 479 over f32[1024, 1024], where exp(x.T) + y
+        # ran 772): XLA emits them otherwise, and no rate is measured for that
+        return ("?" if _fed_by_broadcast(comp, inst) else "transpose"), n
     if op == "slice" and any(":" in p and p.count(":") == 2 and p.rsplit(":", 1)[1].strip("]} {") != "1"
                              for p in inst.attrs.get("slice", "").split(",")):
         # a strided slice makes the loop read every other element: no rate is measured for it
@@ -417,7 +469,8 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         for i in body:
             cls, n = op_class(comp, i)
             if cls == "?":
-                unknown.append("strided slice" if i.opcode == "slice" else i.opcode)
+                unknown.append("strided slice" if i.opcode == "slice" else
+                               "transpose of a broadcast's value" if transposes(comp, i) else i.opcode)
             elif cls is not None:
                 ops[cls] = ops.get(cls, 0) + n
         one_op = 0.0

@@ -165,6 +165,27 @@ def test_an_operation_alone_in_its_kernel_costs_its_rate_there(tmp_path_factory)
         r.compute_seconds(alone)
 
 
+def test_a_copy_that_reads_across_rows_is_a_transpose_and_one_that_relabels_is_not(tmp_path_factory):
+    # x.T + y: XLA's copy_add_fusion holds a transpose that only relabels the layout (moves
+    # nothing) and a copy that reads x across its rows: one transpose, priced at its rate
+    x, y = np.ones((256, 1024), np.float32), np.ones((1024, 256), np.float32)
+    (fused,) = _analyse(_dump(tmp_path_factory, lambda a, b: a.T + b, [x, y], None, "t-add")).kernels
+    assert fused.ops == {"transpose": 256 * 1024, "cheap": 256 * 1024} and not fused.one_op
+    # alone and without fusion: the fusion-wrapper's wrapped_copy, at the rate alone
+    (alone,) = _analyse(_dump(tmp_path_factory, lambda a: a.T, [x], UNFUSED, "t-alone")).kernels
+    assert alone.ops == {"transpose": 256 * 1024} and alone.one_op == 256 * 1024
+    r = _rates()
+    r.compute.update({"transpose": 5e-10, cost_model.alone("transpose"): 9e-10, cost_model.ONE_OP: 1e-10})
+    assert r.compute_seconds(fused) == (pytest.approx(256 * 1024 * 6e-10), "transpose")
+    assert r.compute_seconds(alone) == (pytest.approx(256 * 1024 * 9e-10), "transpose")
+    # a reshape that keeps the rows' order is no transpose: it moves nothing
+    (kept,) = _analyse(_dump(tmp_path_factory, lambda a: a.reshape(512, 512) + 1.0, [x], None, "reshape")).kernels
+    assert "transpose" not in kept.ops
+    # one fed by a broadcast runs otherwise (calibrate measured none such): refused by name
+    program = _analyse(_dump(tmp_path_factory, lambda a: a.T + 1.0, [x], None, "t-bcast"))
+    assert program.refused and "transpose of a broadcast's value" in program.refused[0], program.refused
+
+
 def test_a_missing_rate_is_named_not_guessed(softmax_files):
     program = _analyse(softmax_files[0])
     rates = _rates(compute={c: 1e-10 for c in cost_model.OP_CLASSES if c != "exp"})
