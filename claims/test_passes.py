@@ -34,8 +34,7 @@ from pytest_dumpref.examples import transformer_block
 from pytest_dumpref.xla import plain_jax
 from pytest_dumpref.xla.dump import DumpSession
 from pytest_dumpref.xla.hlo import parse_shape
-from pytest_dumpref.xla.passes import (PassChange, PassStudy, by_shape, count_opcode, opcode_rows,
-                                       record_xla_agreement, show_lines)
+from pytest_dumpref.xla.passes import PassChange, PassStudy, by_shape, count_opcode, opcode_rows, record_xla_agreement
 # B, S, D, H, F, HD: the program's sizes (pytest_dumpref/xla/plain_jax.py)
 from pytest_dumpref.xla.plain_jax import HD, METHOD, PROVENANCE, B, D, F, H, S
 from pytest_dumpref.xla.traffic import parse_buffer_assignment, record_output_values
@@ -298,8 +297,7 @@ def test_08_rank6_algsimp_again(study, evidence):
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_09_rank7_call_inliner(study, evidence):
     ch = _checked_pass(evidence, study, 7, "call-inliner")
-    calls = [i for i in ch.removed if i.opcode == "call"]
-    evidence.excerpt("the calls it removed", show_lines(calls), lang="hlo", fold=True)
+    calls = ch.record_removed(evidence, "call", "the calls it removed")
     callees = sorted(c for i in calls for c in i.called)
     evidence.table("computations inlined", [["computation"]] + [[c] for c in callees], fold=True)
     assert len(calls) == 2
@@ -317,8 +315,7 @@ def test_09_rank7_call_inliner(study, evidence):
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_10_rank8_cse(study, evidence):
     ch = _checked_pass(evidence, study, 8, "cse")
-    subs = [i for i in ch.removed if i.opcode == "subtract"]
-    evidence.excerpt("subtracts removed", show_lines(subs), lang="hlo", fold=True)
+    subs = ch.record_removed(evidence, "subtract", "subtracts removed")
     assert not ch.added and not ch.kernels_added
     assert len(subs) == 2 and all(i.shape.dims == (B, S, D) for i in subs)
     # "and its broadcast, twice": the mean broadcast back over f32[4,128,256], once per layer norm
@@ -353,8 +350,7 @@ def test_11_rank9_reshape_mover(study, evidence):
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_12_rank10_layout_assignment(study, evidence):
     ch = _checked_pass(evidence, study, 10, "layout-assignment")
-    copies = [i for i in ch.added if i.opcode == "copy"]
-    evidence.excerpt("copies inserted", show_lines(copies), lang="hlo", fold=True)
+    copies = ch.record_added(evidence, "copy", "copies inserted")
     head = B * H * S * HD * F32
     evidence.note(f"f32[{B},{H},{S},{HD}] = {B}*{H}*{S}*{HD} floats * 4 B = {head // 1024} KiB")
     assert len(copies) == 4 and all(i.shape.byte_size == head for i in copies)

@@ -510,6 +510,20 @@ class PassChange:
                          "counted as renamed)", show_pairs(repointed), lang="hlo", fold=True)
         return repointed
 
+    def record_removed(self, evidence, opcode: str, title: str) -> list:
+        """Record, under ``title``, the instructions of ``opcode`` the pass run removed, as
+        dumped (show_lines), in order; returns them."""
+        removed = [i for i in self.removed if i.opcode == opcode]
+        evidence.excerpt(title, show_lines(removed), lang="hlo", fold=True)
+        return removed
+
+    def record_added(self, evidence, opcode: str, title: str) -> list:
+        """Record, under ``title``, the instructions of ``opcode`` the pass run added, as
+        dumped (show_lines), in order; returns them."""
+        added = [i for i in self.added if i.opcode == opcode]
+        evidence.excerpt(title, show_lines(added), lang="hlo", fold=True)
+        return added
+
     def record_replaced(self, evidence, opcode: str) -> tuple[list, list]:
         """Record the instructions of ``opcode`` the pass run removed beside those it added, in
         order, as a table of (name = shape) pairs; returns (removed, added)."""
