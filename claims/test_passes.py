@@ -32,32 +32,28 @@ import pytest
 
 from pytest_dumpref.examples import transformer_block
 from pytest_dumpref.xla import plain_jax
-from pytest_dumpref.xla.dump import DumpSession, shown_name
+from pytest_dumpref.xla.dump import DumpSession
 from pytest_dumpref.xla.hlo import parse_shape
-from pytest_dumpref.xla.passes import (WHAT_THE_PASS_DOES, PassChange, PassStudy, by_shape, count_opcode, opcode_rows,
-                                       record_rules, record_xla_agreement, shape_without_layout,
-                                       show_computation, show_line, show_lines, show_pairs)
-from pytest_dumpref.xla.plain_jax import METHOD, PROVENANCE, B, D, F, H, S
-from pytest_dumpref.xla.traffic import parse_buffer_assignment
+from pytest_dumpref.xla.passes import PassChange, PassStudy, by_shape, count_opcode, opcode_rows, record_xla_agreement
+# B, S, D, H, F, HD: the program's sizes (pytest_dumpref/xla/plain_jax.py)
+from pytest_dumpref.xla.plain_jax import HD, METHOD, PROVENANCE, B, D, F, H, S
+from pytest_dumpref.xla.traffic import parse_buffer_assignment, record_output_values
 
 pytestmark = pytest.mark.passes
 
-HD = D // H      # B, S, D, H, F: the program's sizes (pytest_dumpref/xla/plain_jax.py)
 F32 = 4
 EXPECTED_TOP10 = ["fusion", "algsimp", "dot_decomposer", "reshape-decomposer",
                   "dot-library-rewriter", "algsimp", "call-inliner", "cse", "reshape-mover",
                   "layout-assignment"]
+# The layer norms' per-row statistics: all that algsimp's second run and reshape-mover touch.
+ROW_STATISTICS = {f"f32[{B},{S}]", f"f32[{B},{S},1]"}
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory) -> PassStudy:
     """The one expensive compile, shared by every claim of this file (each claim records
-    the dump as its own evidence through ``_record_dump``)."""
+    the dump as its own evidence through ``PassStudy.record_dump``)."""
     x, params = plain_jax.block_inputs()
     return PassStudy.of(DumpSession(tmp_path_factory.mktemp("passes-study")).dump(transformer_block, x, params, H))
-
-
-def _record_dump(evidence, d) -> None:
-    d.record(evidence, "XLA dump of transformer_block, every pass (manifest)")
 
 
 # What the restated rules of traffic.py may leave unexplained on one snapshot: nothing.  The
@@ -66,28 +62,25 @@ def _record_dump(evidence, d) -> None:
 UNEXPLAINED_LIMIT = 0
 
 
-def _xla_agrees(evidence, *sides) -> list:
-    """record_xla_agreement, and XLA's total is what its rules, restated per instruction, add
-    up to: the unexplained remainder at most UNEXPLAINED_LIMIT (0) bytes."""
-    out = record_xla_agreement(evidence, *sides)
-    for (_, state), (_, _, unexplained) in zip(sides, out):
+def _assert_explained(states, agreement) -> None:
+    """XLA's total of each state (record_xla_agreement's, side by side) is what its rules,
+    restated per instruction, add up to: the unexplained remainder at most UNEXPLAINED_LIMIT
+    (0) bytes."""
+    for state, (_, _, unexplained) in zip(states, agreement):
         assert abs(unexplained) <= UNEXPLAINED_LIMIT, (state.path, unexplained)
-    return out
 
 
-def _pass_evidence(evidence, study: PassStudy, rank: int, name: str, what: str = "") -> PassChange:
-    """What every pass claim records: the dump, what the pass does (``what``, else
-    passes.WHAT_THE_PASS_DOES), the excerpt, the byte and kernel arithmetic (by shape), and
-    XLA's view of both sides."""
+def _checked_pass(evidence, study: PassStudy, rank: int, name: str, what: str = "") -> PassChange:
+    """The pass run ranked ``rank``, which must be ``name``'s, recorded as every pass claim
+    records it (PassStudy.record_pass), with the checks every pass claim makes: the by-shape
+    table adds up to the change in bytes, and XLA's totals of both sides are explained."""
     ch = study.rank(rank)
     assert ch.pass_name == name, f"rank {rank} is {ch.pass_name} (step {ch.step}), not {name}"
-    _record_dump(evidence, study.dump)
-    evidence.note(what or WHAT_THE_PASS_DOES[name])
+    rows, agreement = study.record_pass(evidence, ch, what)
     fb, fa = ch.figures_before, ch.figures_after
-    rows = ch.record(evidence)   # excerpts, counts, and the by-shape arithmetic of the bytes
     assert fb.bytes_read - fa.bytes_read == sum(r["bytes read (removed - added)"] for r in rows)
     assert fb.bytes_written - fa.bytes_written == sum(r["bytes written (removed - added)"] for r in rows)
-    _xla_agrees(evidence, (f"before {name}", ch.before), (f"after {name}", ch.after))
+    _assert_explained((ch.before, ch.after), agreement)
     return ch
 
 
@@ -102,7 +95,7 @@ def _pass_evidence(evidence, study: PassStudy, rank: int, name: str, what: str =
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     d = study.dump
-    _record_dump(evidence, d)
+    study.record_dump(evidence)
     # The same dump without this tool: the recipe, run here, must write the same files.
     ours, theirs = plain_jax.record_recipe(evidence, d, tmp_path)
     assert theirs == ours, (
@@ -128,8 +121,9 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
                                                        for o in i.operands) for i in repeated)
 
     # XLA's own accounting of both ends, and of every snapshot with the listing.
-    (_, c0, _), (_, c1, unexplained) = _xla_agrees(evidence, ("traced", first.before),
-                                                   ("optimized", last.after))
+    agreement = record_xla_agreement(evidence, ("traced", first.before), ("optimized", last.after))
+    _assert_explained((first.before, last.after), agreement)
+    (_, c0, _), (_, c1, unexplained) = agreement
     assert unexplained == 0
     # the traced program's only difference is XLA's float32 rounding: a few bytes
     assert abs(fb.bytes_accessed - c0["bytes accessed"]) <= 64, (fb.bytes_accessed, c0["bytes accessed"])
@@ -137,11 +131,7 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
                                                      {first.before.path: c0, last.after.path: c1})
     assert set(listed) == set(expected), sorted(set(listed) ^ set(expected))
     assert listed == expected, sorted(set(listed.items()) ^ set(expected.items()))
-    # the matmuls, from the shapes: q, k, v, o projections; scores and p @ v; two MLP matmuls
-    dot_flops = 4 * 2 * B * S * D * D + 2 * (2 * B * H * S * S * HD) + 2 * (2 * B * S * D * F)
-    evidence.number("matmul flops from the shapes", dot_flops)
-    evidence.note(f"matmul flops = 4 projections x 2*{B}*{S}*{D}*{D} + 2 attention products x "
-                  f"2*{B}*{H}*{S}*{S}*{HD} + 2 MLP matmuls x 2*{B}*{S}*{D}*{F}")
+    dot_flops = plain_jax.record_matmul_flops(evidence)
     assert dot_flops / c1["flops"] > 0.98 and dot_flops / c0["flops"] > 0.98
     assert c0["flops"] >= dot_flops and c1["flops"] >= dot_flops
     assert fa.kernel_count < fb.kernel_count / 3
@@ -157,16 +147,12 @@ def test_01_the_block_from_traced_to_optimized(study, evidence, tmp_path):
     title="The ten pass runs that changed it most", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_02_the_ten_passes_that_changed_it_most(study, evidence):
-    _record_dump(evidence, study.dump)
-    record_rules(evidence, "instructions", "matching", "score", "kernels matched")
-    base, entry, callees = study.record_baseline(evidence)
+    study.record_dump(evidence)
+    base, entry, callees = study.record_ranking(evidence)
     traced = study.changes[0].before.module
     assert (base.bytes_read, base.bytes_written) == (study.changes[0].figures_before.bytes_read,
                                                      study.changes[0].figures_before.bytes_written)
     assert base.instructions == entry + sum(len(traced.computations[c].instructions) for c in callees)
-    evidence.table("the ten pass runs with the highest score", study.top_rows(), fold=True)
-    evidence.note("+instr, -instr, ~instr: instructions added, removed and rewritten; the "
-                  "score's instructions changed are their sum.")
     assert [c.pass_name for c in study.top] == EXPECTED_TOP10
     scores = [c.score for c in study.top]
     assert scores == sorted(scores, reverse=True)
@@ -188,37 +174,26 @@ def test_02_the_ten_passes_that_changed_it_most(study, evidence):
     title="Rank 1: fusion", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_03_rank1_fusion(study, evidence):
-    ch = _pass_evidence(evidence, study, 1, "fusion")
+    ch = _checked_pass(evidence, study, 1, "fusion")
     big = f"f32[{B},{S},{F}]"
     big_bytes = B * S * F * F32
-    rem = by_shape(ch.kernels_removed)
-    add = by_shape(ch.kernels_added)
-    n_removed = rem[big][0]
-    evidence.number(f"{big} kernels removed", n_removed)
-    evidence.number(f"bytes written by the removed {big} kernels", rem[big][2], unit="B")
+    n_removed, _, removed_written = ch.record_kernels_removed_of(evidence, big)
     evidence.note(f"{big} = {B}*{S}*{F} floats * 4 B = {big_bytes / 2**20:g} MiB")
-    assert n_removed >= 10 and rem[big][2] == n_removed * big_bytes
+    assert n_removed >= 10 and removed_written == n_removed * big_bytes
     # what remains of the MLP's wide activations: one loop kernel writing f32[512,1024]
-    wide = [k for k in ch.figures_after.kernels if k[3] == big_bytes]
-    evidence.table("kernels of the optimized-by-fusion program that write 2 MiB", [
-        {"kernel": k[0], "shape": k[1], "bytes written": k[3]} for k in wide], fold=True)
+    wide = ch.record_kernels_writing(evidence, big_bytes,
+                                     "kernels of the optimized-by-fusion program that write 2 MiB")
     loops = [k for k in wide if "fusion" in k[0] and not k[0].startswith("ynn")]
     assert len(loops) == 1, wide
-    chain = [i for i in ch.before.module.entry.instructions
-             if str(i.shape).startswith(big) and i.opcode not in ("parameter", "bitcast")]
-    evidence.excerpt(f"the {big} kernels before fusion (entry computation of "
-                     f"{shown_name(ch.before.path)}, in order)",
-                     show_lines(chain), lang="hlo", fold=True)
-    gelu = ch.after.module.entry.instruction(loops[0][0])
-    body = ch.after.module.computations[gelu.called[0]]
-    evidence.excerpt(f"after fusion: the one loop kernel with a {big}-sized result (bias add and GELU), and its fused computation",
-                     show_line(gelu) + "\n" + show_computation(body),
-                     lang="hlo", fold=True)
+    chain = ch.record_entry_of_shape(evidence, big)
+    body = ch.record_fusion(evidence, loops[0][0], f"after fusion: the one loop kernel with a {big}-sized "
+                            "result (bias add and GELU), and its fused computation")
     assert len(chain) == n_removed
     assert {"tanh", "multiply", "add"} <= {i.opcode for i in body.instructions}
     assert ch.figures_after.bytes_written < ch.figures_before.bytes_written / 3
     assert all(i.opcode == "fusion" for i in ch.added)
-    assert set(add) <= set(rem) | {f"f32[{B * S},{D}]", f"f32[{B * S},{F}]"}
+    assert set(by_shape(ch.kernels_added)) <= (set(by_shape(ch.kernels_removed))
+                                               | {f"f32[{B * S},{D}]", f"f32[{B * S},{F}]"})
 
 
 @pytest.mark.claim(
@@ -228,19 +203,14 @@ def test_03_rank1_fusion(study, evidence):
     title="Rank 2: algsimp, first run", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_04_rank2_algsimp(study, evidence):
-    ch = _pass_evidence(evidence, study, 2, "algsimp")
+    ch = _checked_pass(evidence, study, 2, "algsimp")
     removed = Counter(i.opcode for i in ch.removed)
     evidence.table("instructions algsimp removed, by opcode", opcode_rows(ch.removed, "removed"), fold=True)
     a, b = ch.before.module, ch.after.module
-    evidence.number("divides before", count_opcode(a, "divide"))
-    evidence.number("divides after", count_opcode(b, "divide"))
-    evidence.number("multiplies before", count_opcode(a, "multiply"))
-    evidence.number("multiplies after", count_opcode(b, "multiply"))
+    ch.record_opcode_counts(evidence, {"divide": "divides", "multiply": "multiplies"})
     assert removed["reshape"] >= 10 and removed["transpose"] >= 4 and removed["broadcast"] >= 4
     # identity: a transpose that keeps the order of dimensions, a broadcast to its operand's shape
-    identity_transposes, identity_broadcasts = ch.identities_removed()
-    evidence.number("identity transposes removed", len(identity_transposes))
-    evidence.number("identity broadcasts removed", len(identity_broadcasts))
+    identity_transposes, identity_broadcasts = ch.record_identities_removed(evidence)
     assert len(identity_transposes) >= 4 and len(identity_broadcasts) >= 4
     assert count_opcode(b, "divide") < count_opcode(a, "divide")
     assert count_opcode(b, "multiply") > count_opcode(a, "multiply")
@@ -255,11 +225,8 @@ def test_04_rank2_algsimp(study, evidence):
     "it into a bitcast.", title="Rank 3: dot_decomposer", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_05_rank3_dot_decomposer(study, evidence):
-    ch = _pass_evidence(evidence, study, 3, "dot_decomposer")
-    old = [i for i in ch.removed if i.opcode == "dot"]
-    new = [i for i in ch.added if i.opcode == "dot"]
-    evidence.table("dots before and after", [{"before": f"{a.name} = {a.shape}", "after": f"{b.name} = {b.shape}"}
-                                             for a, b in zip(old, new)], fold=True)
+    ch = _checked_pass(evidence, study, 3, "dot_decomposer")
+    old, new = ch.record_replaced(evidence, "dot")
     assert len(old) == len(new) == 6
     assert all(len(i.shape.dims) == 3 and i.shape.dims[:2] == (B, S) for i in old)
     assert all(len(i.shape.dims) == 2 and i.shape.dims[0] == B * S for i in new)
@@ -273,8 +240,8 @@ def test_05_rank3_dot_decomposer(study, evidence):
     "reshapes copied.", title="Rank 4: reshape-decomposer", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_06_rank4_reshape_decomposer(study, evidence):
-    ch = _pass_evidence(evidence, study, 4, "reshape-decomposer")
-    gone = [k for k in ch.kernels_removed]
+    ch = _checked_pass(evidence, study, 4, "reshape-decomposer")
+    gone = ch.kernels_removed
     reshapes = [i for i in ch.removed if i.opcode == "reshape"]
     bitcasts = [i for i in ch.added if i.opcode == "bitcast"]
     evidence.number("reshapes removed", len(reshapes))
@@ -293,7 +260,7 @@ def test_06_rank4_reshape_decomposer(study, evidence):
     title="Rank 5: dot-library-rewriter", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_07_rank5_dot_library_rewriter(study, evidence):
-    ch = _pass_evidence(evidence, study, 5, "dot-library-rewriter")
+    ch = _checked_pass(evidence, study, 5, "dot-library-rewriter")
     removed = Counter(i.opcode for i in ch.removed)
     evidence.table("instructions outlined into library fusions, by opcode",
                    opcode_rows(ch.removed, "outlined"), fold=True)
@@ -309,16 +276,15 @@ def test_07_rank5_dot_library_rewriter(study, evidence):
     title="Rank 6: algsimp, second run", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_08_rank6_algsimp_again(study, evidence):
-    ch = _pass_evidence(evidence, study, 6, "algsimp",
-                        "The simplification pipeline runs algsimp, reshape-mover, dce and others "
-                        "until nothing changes; this is algsimp's second run of it.")
+    ch = _checked_pass(evidence, study, 6, "algsimp",
+                       "The simplification pipeline runs algsimp, reshape-mover, dce and others "
+                       "until nothing changes; this is algsimp's second run of it.")
     reshape_mover = study.rank(9)
     assert reshape_mover.pass_name == "reshape-mover"
     assert study.rank(2).step < reshape_mover.step < ch.step  # its second run, after reshape-mover
     # the shapes it touched are the first column of the by-shape table above
-    small = {f"f32[{B},{S}]", f"f32[{B},{S},1]"}
-    shapes = {shape_without_layout(k[1]) for k in ch.kernels_removed + ch.kernels_added}
-    assert shapes <= small
+    shapes = set(by_shape(ch.kernels_removed + ch.kernels_added))
+    assert shapes <= ROW_STATISTICS
     assert Counter(i.opcode for i in ch.removed)["reshape"] >= 6
     # what replaces the reshape chains: broadcasts only
     assert ch.added and all(i.opcode == "broadcast" for i in ch.added)
@@ -330,9 +296,8 @@ def test_08_rank6_algsimp_again(study, evidence):
     "computation, and not a byte changes.", title="Rank 7: call-inliner", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_09_rank7_call_inliner(study, evidence):
-    ch = _pass_evidence(evidence, study, 7, "call-inliner")
-    calls = [i for i in ch.removed if i.opcode == "call"]
-    evidence.excerpt("the calls it removed", show_lines(calls), lang="hlo", fold=True)
+    ch = _checked_pass(evidence, study, 7, "call-inliner")
+    calls = ch.record_removed(evidence, "call", "the calls it removed")
     callees = sorted(c for i in calls for c in i.called)
     evidence.table("computations inlined", [["computation"]] + [[c] for c in callees], fold=True)
     assert len(calls) == 2
@@ -349,9 +314,8 @@ def test_09_rank7_call_inliner(study, evidence):
     "renamed, not changed.", title="Rank 8: cse", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_10_rank8_cse(study, evidence):
-    ch = _pass_evidence(evidence, study, 8, "cse")
-    subs = [i for i in ch.removed if i.opcode == "subtract"]
-    evidence.excerpt("subtracts removed", show_lines(subs), lang="hlo", fold=True)
+    ch = _checked_pass(evidence, study, 8, "cse")
+    subs = ch.record_removed(evidence, "subtract", "subtracts removed")
     assert not ch.added and not ch.kernels_added
     assert len(subs) == 2 and all(i.shape.dims == (B, S, D) for i in subs)
     # "and its broadcast, twice": the mean broadcast back over f32[4,128,256], once per layer norm
@@ -362,11 +326,7 @@ def test_10_rank8_cse(study, evidence):
     # (an operand that names another instruction of the same base name), which is why a diff
     # keyed by instruction name alone counts more for cse than its score does.
     gone = {i.name for i in ch.removed}
-    repointed = ch.repointed()
-    evidence.number("instructions renamed (not counted)", ch.renamed)
-    evidence.number("of them users whose operand now names the surviving copy", len(repointed))
-    evidence.excerpt("users cse pointed at the surviving copies ('-' before, '+' after; counted "
-                     "as renamed)", show_pairs(repointed), lang="hlo", fold=True)
+    repointed = ch.record_repointed(evidence)
     assert repointed and all(set(a.operands) - set(b.operands) <= gone for a, b in repointed)
 
 
@@ -376,10 +336,9 @@ def test_10_rank8_cse(study, evidence):
     "f32[4,128,1] values.", title="Rank 9: reshape-mover", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_11_rank9_reshape_mover(study, evidence):
-    ch = _pass_evidence(evidence, study, 9, "reshape-mover")
-    small = {f"f32[{B},{S}]", f"f32[{B},{S},1]"}
-    shapes = {shape_without_layout(k[1]) for k in ch.kernels_removed + ch.kernels_added}
-    assert shapes and shapes <= small
+    ch = _checked_pass(evidence, study, 9, "reshape-mover")
+    shapes = set(by_shape(ch.kernels_removed + ch.kernels_added))
+    assert shapes and shapes <= ROW_STATISTICS
     assert abs(ch.figures_after.bytes_accessed - ch.figures_before.bytes_accessed) < 64 * 1024
 
 
@@ -390,9 +349,8 @@ def test_11_rank9_reshape_mover(study, evidence):
     title="Rank 10: layout-assignment", section="passes")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_12_rank10_layout_assignment(study, evidence):
-    ch = _pass_evidence(evidence, study, 10, "layout-assignment")
-    copies = [i for i in ch.added if i.opcode == "copy"]
-    evidence.excerpt("copies inserted", show_lines(copies), lang="hlo", fold=True)
+    ch = _checked_pass(evidence, study, 10, "layout-assignment")
+    copies = ch.record_added(evidence, "copy", "copies inserted")
     head = B * H * S * HD * F32
     evidence.note(f"f32[{B},{H},{S},{HD}] = {B}*{H}*{S}*{HD} floats * 4 B = {head // 1024} KiB")
     assert len(copies) == 4 and all(i.shape.byte_size == head for i in copies)
@@ -414,25 +372,16 @@ def test_12_rank10_layout_assignment(study, evidence):
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
     d = study.dump
-    _record_dump(evidence, d)
+    study.record_dump(evidence)
     allocations = parse_buffer_assignment(d.buffer_assignment, source=str(d.files.buffer_assignment))
     temps = [a for a in allocations if "preallocated-temp" in a.kinds]
     assert len(temps) == 1
     temp = temps[0]
-    evidence.number("temporary allocation size", temp.size, unit="B")
-    evidence.number("values in the temporary allocation", len(temp.values))
-    total = sum(v.size for v in temp.values)
-    evidence.number("sum of their sizes", total, unit="B")
-    # Every value with its byte range, and the values whose ranges overlap it: those were
-    # never live at the same time, so XLA let them share those bytes.
-    evidence.table("every value of the temporary allocation: its byte range, and the values "
-                   "that reuse some of those bytes (never live at the same time)", temp.layout_rows(), fold=True)
+    total = temp.record(evidence, "temporary")
     assert sum(1 for v in temp.values if temp.overlapping(v)) >= 2
     assert total > 2 * temp.size
     assert max(v.offset + v.size for v in temp.values) == temp.size
-    outputs = [a for a in allocations if "maybe-live-out" in a.kinds]
-    evidence.table("values placed in the output allocation", [
-        {"allocation": a.index, "value": v.name, "shape": v.shape} for a in outputs for v in a.values], fold=True)
+    outputs = record_output_values(evidence, allocations)
     assert outputs and max(len(a.values) for a in outputs) > 1
     # each value's size is its shape's
     for v in temp.values:
@@ -446,13 +395,10 @@ def test_13_buffer_assignment_temporaries_and_sharing(study, evidence):
     finding="the largest fall in bytes accessed (spill-style), {largest fall in bytes accessed, spill-style}, is one pass's")
 @pytest.mark.provenance(**PROVENANCE, method=METHOD)
 def test_14_bytes_across_the_pass_sequence(study, evidence, tmp_path):
-    _record_dump(evidence, study.dump)
+    study.record_dump(evidence)
     study.record_bytes_plot(evidence, tmp_path / "passes_bytes.png", f"transformer block forward, "
                             f"x f32[{B},{S},{D}]: traffic after each pass that changed it")
-    drops = [(c.figures_before.bytes_accessed - c.figures_after.bytes_accessed, c.pass_name)
-             for c in study.changes]
-    biggest = max(drops)
-    evidence.number("largest fall in bytes accessed, spill-style", biggest[0], unit="B")
-    assert biggest[1] == "fusion"
-    rises = {name for delta, name in drops if delta < 0}
+    _, by = study.record_largest_fall(evidence)
+    assert by == "fusion"
+    rises = {name for fall, name in study.falls() if fall < 0}
     assert {"dot_decomposer", "layout-assignment"} <= rises

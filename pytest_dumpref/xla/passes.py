@@ -449,6 +449,90 @@ class PassChange:
                        f"name, shape and bytes, as stated under the ranking)", rows, fold=True)
         return rows
 
+    def record_opcode_counts(self, evidence, plurals: dict[str, str]) -> None:
+        """Record how many instructions of each opcode the entry computation held before and
+        after the pass run, opcode by opcode; ``plurals`` (opcode -> its plural: ``divide`` ->
+        ``divides``) names them (``divides before``, ``divides after``)."""
+        for opcode, plural in plurals.items():
+            evidence.number(f"{plural} before", count_opcode(self.before.module, opcode))
+            evidence.number(f"{plural} after", count_opcode(self.after.module, opcode))
+
+    def record_identities_removed(self, evidence) -> tuple[list, list]:
+        """Record how many identity transposes and identity broadcasts the pass run removed
+        (``identities_removed``); returns them."""
+        transposes, broadcasts = self.identities_removed()
+        evidence.number("identity transposes removed", len(transposes))
+        evidence.number("identity broadcasts removed", len(broadcasts))
+        return transposes, broadcasts
+
+    def record_kernels_removed_of(self, evidence, shape: str) -> tuple[int, int, int]:
+        """Record how many kernels with output ``shape`` (without layout) the pass run removed
+        and the bytes they wrote; returns their (count, bytes read, bytes written)."""
+        removed = by_shape(self.kernels_removed)[shape]
+        evidence.number(f"{shape} kernels removed", removed[0])
+        evidence.number(f"bytes written by the removed {shape} kernels", removed[2], unit="B")
+        return removed
+
+    def record_kernels_writing(self, evidence, nbytes: int, title: str) -> list[tuple]:
+        """Record, under ``title``, the kernels of the later state that write ``nbytes``;
+        returns them (name, shape, bytes read, bytes written)."""
+        kernels = [k for k in self.figures_after.kernels if k[3] == nbytes]
+        evidence.table(title, [{"kernel": k[0], "shape": k[1], "bytes written": k[3]} for k in kernels],
+                       fold=True)
+        return kernels
+
+    def record_entry_of_shape(self, evidence, shape: str) -> list:
+        """Record, as an excerpt, the instructions of the earlier state's entry computation
+        whose result has ``shape`` (without layout), in order, parameters and bitcasts left
+        out (not kernels: they run no code); returns them."""
+        chain = [i for i in self.before.module.entry.instructions
+                 if str(i.shape).startswith(shape) and i.opcode not in ("parameter", "bitcast")]
+        evidence.excerpt(f"the {shape} kernels before {self.pass_name} (entry computation of "
+                         f"{shown_name(self.before.path)}, in order)", show_lines(chain), lang="hlo", fold=True)
+        return chain
+
+    def record_fusion(self, evidence, kernel: str, title: str):
+        """Record, under ``title``, the later state's fusion ``kernel`` and the computation it
+        fuses, as dumped; returns that computation."""
+        fusion = self.after.module.entry.instruction(kernel)
+        body = self.after.module.computations[fusion.called[0]]
+        evidence.excerpt(title, show_line(fusion) + "\n" + show_computation(body), lang="hlo", fold=True)
+        return body
+
+    def record_repointed(self, evidence) -> list[tuple]:
+        """Record the renamed instructions (not counted), how many of them are users the pass
+        pointed at another instruction (``repointed``), and those users before and after;
+        returns the repointed pairs."""
+        repointed = self.repointed()
+        evidence.number("instructions renamed (not counted)", self.renamed)
+        evidence.number("of them users whose operand now names the surviving copy", len(repointed))
+        evidence.excerpt(f"users {self.pass_name} pointed at the surviving copies ('-' before, '+' after; "
+                         "counted as renamed)", show_pairs(repointed), lang="hlo", fold=True)
+        return repointed
+
+    def record_removed(self, evidence, opcode: str, title: str) -> list:
+        """Record, under ``title``, the instructions of ``opcode`` the pass run removed, as
+        dumped (show_lines), in order; returns them."""
+        removed = [i for i in self.removed if i.opcode == opcode]
+        evidence.excerpt(title, show_lines(removed), lang="hlo", fold=True)
+        return removed
+
+    def record_added(self, evidence, opcode: str, title: str) -> list:
+        """Record, under ``title``, the instructions of ``opcode`` the pass run added, as
+        dumped (show_lines), in order; returns them."""
+        added = [i for i in self.added if i.opcode == opcode]
+        evidence.excerpt(title, show_lines(added), lang="hlo", fold=True)
+        return added
+
+    def record_replaced(self, evidence, opcode: str) -> tuple[list, list]:
+        """Record the instructions of ``opcode`` the pass run removed beside those it added, in
+        order, as a table of (name = shape) pairs; returns (removed, added)."""
+        old = [i for i in self.removed if i.opcode == opcode]
+        new = [i for i in self.added if i.opcode == opcode]
+        evidence.table(f"{opcode}s before and after", [
+            {"before": f"{a.name} = {a.shape}", "after": f"{b.name} = {b.shape}"} for a, b in zip(old, new)], fold=True)
+        return old, new
+
     def to_dict(self, *, excerpts: bool = True, flops: bool = False) -> dict:
         fb, fa = self.figures_before, self.figures_after
         out: dict[str, Any] = {
@@ -566,6 +650,23 @@ class PassStudy:
     def rank(self, n: int) -> PassChange:
         return self.top[n - 1]
 
+    def record_dump(self, evidence) -> None:
+        """Record the dump every claim on this study reads (Dump.record): its manifest, hashed,
+        and what it was compiled with."""
+        self.dump.record(evidence, f"XLA dump of {self.dump.what}, every pass (manifest)")
+
+    def record_pass(self, evidence, ch: PassChange, what: str = "") -> tuple[list[dict], list]:
+        """Record what every claim on one pass run ``ch`` of this study shows: the dump, what
+        the pass does (``what``, else WHAT_THE_PASS_DOES), the run's excerpts, counts and
+        by-shape table (PassChange.record), and XLA's accounting of both sides
+        (record_xla_agreement).  Returns (the by-shape rows, the agreement of the side before
+        and of the side after) for the claim to judge."""
+        self.record_dump(evidence)
+        evidence.note(what or WHAT_THE_PASS_DOES[ch.pass_name])
+        rows = ch.record(evidence)
+        return rows, record_xla_agreement(evidence, (f"before {ch.pass_name}", ch.before),
+                                          (f"after {ch.pass_name}", ch.after))
+
     def record_steps(self, evidence) -> None:
         """Record which steps changed the program, by the rule stated: the counts of snapshots,
         steps and pass runs, why each other step did not count, and the table of those steps."""
@@ -640,6 +741,19 @@ class PassStudy:
                         base.instructions - entry)
         return base, entry, callees
 
+    def record_ranking(self, evidence) -> tuple[Baseline, int, list[str]]:
+        """Record the ranking after the rules it rests on: R0, W0 and N0 (record_baseline), the
+        ``top`` pass runs (top_rows) and what the table's instruction columns mean.  Returns
+        record_baseline's (baseline, instructions of the entry computation, called
+        computations)."""
+        record_rules(evidence, "instructions", "matching", "score", "kernels matched")
+        baseline = self.record_baseline(evidence)
+        how_many = {10: "ten"}.get(len(self.top), str(len(self.top)))  # as the claims' sentences say it
+        evidence.table(f"the {how_many} pass runs with the highest score", self.top_rows(), fold=True)
+        evidence.note("+instr, -instr, ~instr: instructions added, removed and rewritten; the "
+                      "score's instructions changed are their sum.")
+        return baseline
+
     def top_rows(self) -> list[dict]:
         """The ranked pass runs, one row each: score, instruction counts, kernels and bytes."""
         return [{"rank": n, "pass": c.pass_name, "step": c.step, "pipeline": c.pipeline,
@@ -658,6 +772,19 @@ class PassStudy:
         evidence.table("bytes after each pass that changed the program", [
             {"state": lab, "bytes read": f.bytes_read, "bytes written": f.bytes_written}
             for lab, f in points], fold=True)
+
+    def falls(self) -> list[tuple[int, str]]:
+        """(fall in bytes accessed, spill-style, pass name) of every pass run that changed the
+        program, in order; a fall below 0 is a rise."""
+        return [(c.figures_before.bytes_accessed - c.figures_after.bytes_accessed, c.pass_name)
+                for c in self.changes]
+
+    def record_largest_fall(self, evidence) -> tuple[int, str]:
+        """Record the largest fall in bytes accessed of one pass run; returns (that fall, the
+        pass's name)."""
+        largest = max(self.falls())
+        evidence.number("largest fall in bytes accessed, spill-style", largest[0], unit="B")
+        return largest
 
 
 def _kernel_difference(a: Figures, b: Figures) -> list[tuple]:

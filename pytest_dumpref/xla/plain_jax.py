@@ -20,6 +20,7 @@ from .xla_private import cost_analysis
 # The pass study's program: x f32[B, S, D] through transformer_block(x, params, n_heads=H)
 # with MLP width F; inputs from numpy's default_rng, so that no device is touched to make them.
 B, S, D, H, F = 4, 128, 256, 4, 1024
+HD = D // H  # head size
 X_SEED, PARAMS_SEED = 1, 0
 # Every parameter of the program, as the dump names them (the core checks each against the
 # compiled program's parameters).
@@ -114,6 +115,17 @@ def run_cost_listing(folder: Path) -> dict:
         nbytes, flops, path = line.split(" ", 2)
         listed[shown_name(Path(path))] = (int(nbytes), int(flops))
     return listed
+
+
+def record_matmul_flops(evidence) -> int:
+    """Record the flops of the program's matmuls, from its shapes, with the sum that gives
+    them: the q, k, v and o projections, the attention's scores and p @ v, the two MLP
+    matmuls (2 flops a multiply-add).  Returns them."""
+    flops = 4 * 2 * B * S * D * D + 2 * (2 * B * H * S * S * HD) + 2 * (2 * B * S * D * F)
+    evidence.number("matmul flops from the shapes", flops)
+    evidence.note(f"matmul flops = 4 projections x 2*{B}*{S}*{D}*{D} + 2 attention products x "
+                  f"2*{B}*{H}*{S}*{S}*{HD} + 2 MLP matmuls x 2*{B}*{S}*{D}*{F}")
+    return flops
 
 
 def record_recipe(evidence, dump: Dump, folder: Path) -> tuple[dict, dict]:

@@ -42,6 +42,7 @@ __all__ = [
     "module_traffic",
     "opcode_rule",
     "parse_buffer_assignment",
+    "record_output_values",
     "trip_count",
     "xla_float32_total",
     "xla_rule_bytes",
@@ -187,6 +188,28 @@ class Allocation:
         return [{"value": v.name, "shape": v.shape, "bytes": f"[{v.offset:,}, {v.offset + v.size:,})",
                  "shares bytes with": ", ".join(o.name for o in self.overlapping(v)) or "(none)"}
                 for v in sorted(self.values, key=lambda v: (v.offset, v.name))]
+
+    def record(self, evidence, what: str) -> int:
+        """Record the ``what`` allocation (``temporary``): its size, its values, the sum of their
+        sizes and every value's byte range with the values that reuse some of those bytes
+        (layout_rows).  Returns that sum."""
+        total = sum(v.size for v in self.values)
+        evidence.number(f"{what} allocation size", self.size, unit="B")
+        evidence.number(f"values in the {what} allocation", len(self.values))
+        evidence.number("sum of their sizes", total, unit="B")
+        # values whose ranges overlap were never live at the same time: XLA let them share bytes
+        evidence.table(f"every value of the {what} allocation: its byte range, and the values "
+                       "that reuse some of those bytes (never live at the same time)", self.layout_rows(), fold=True)
+        return total
+
+
+def record_output_values(evidence, allocations: list) -> list:
+    """Record the values placed in the allocations that may be live out (the program's
+    output); returns those allocations."""
+    outputs = [a for a in allocations if "maybe-live-out" in a.kinds]
+    evidence.table("values placed in the output allocation", [
+        {"allocation": a.index, "value": v.name, "shape": v.shape} for a in outputs for v in a.values], fold=True)
+    return outputs
 
 
 _ALLOCATION = re.compile(r"allocation (\d+): size (\d+)(.*):$")
