@@ -76,6 +76,12 @@ def initialize() -> None:
         enable_donation()
     except Exception as e:  # never stop jax from starting
         logger.warning("dumpref PJRT plugin not registered: %s", e)
+        return
+    # jax lowers eigh only for cpu, gpu and tpu; its own pure-jax divide-and-conquer is
+    # registered for this platform (jax_lowerings.py).  After register_plugin: jax refuses a
+    # lowering for a platform it does not know yet.  It warns, never raises, if that fails.
+    from .jax_lowerings import register
+    register(PLATFORM)
 
 
 def enable_donation() -> None:

@@ -38,8 +38,11 @@ def test_a_process_that_does_not_ask_sees_nothing(tmp_path, switch):
 
 
 def test_asking_builds_and_registers_the_device(tmp_path):
-    r = _run("import jax; d = jax.devices('dumpref'); print(d, jax.default_backend())", tmp_path,
+    # eigvalsh: the entry point also registered the eigh lowering (jax_lowerings.py)
+    r = _run("import jax, numpy as np; d = jax.devices('dumpref'); "
+             "w = jax.numpy.linalg.eigvalsh(jax.device_put(np.diag([2., 1.]), d[0])); "
+             "print(d, jax.default_backend(), w.devices() == set(d), w.tolist())", tmp_path,
              DUMPREF_PJRT="1")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip() == "[DumprefDevice(id=0)] cpu"
+    assert r.stdout.strip() == "[DumprefDevice(id=0)] cpu True [1.0, 2.0]"
     assert any(name.endswith(".so") for name in _cache_files(tmp_path))  # built on first use
