@@ -21,6 +21,7 @@ import math
 import re
 import statistics
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
 from dataclasses import dataclass
 from dataclasses import field
@@ -1509,6 +1510,19 @@ class Allocation:
                  "shares bytes with": ", ".join(o.name for o in self.overlapping(v)) or "(none)"}
                 for v in sorted(self.values, key=lambda v: (v.offset, v.name))]
 
+    def record(self, evidence, what: str) -> int:
+        """Record the ``what`` allocation (``temporary``): its size, its values, the sum of their
+        sizes and every value's byte range with the values that reuse some of those bytes
+        (layout_rows).  Returns that sum."""
+        total = sum(v.size for v in self.values)
+        evidence.number(f"{what} allocation size", self.size, unit="B")
+        evidence.number(f"values in the {what} allocation", len(self.values))
+        evidence.number("sum of their sizes", total, unit="B")
+        # values whose ranges overlap were never live at the same time: XLA let them share bytes
+        evidence.table(f"every value of the {what} allocation: its byte range, and the values "
+                       "that reuse some of those bytes (never live at the same time)", self.layout_rows(), fold=True)
+        return total
+
 _ALLOCATION = re.compile(r"allocation (\d+): size (\d+)(.*):$")
 
 _VALUE = re.compile(r"\s*value: <(\d+) (\S+?)(\{[^}]*\})?( \(phi\))? @\d+> "
@@ -1596,7 +1610,7 @@ ONE_OP = "one-op loop"
 # docstring).  Not log and rsqrt: alone, their cost depends on the input's sign (on standard
 # normal input, half of it negative, 1.9 and 2.6 ns an element on an Intel Xeon, where on
 # |x| beside an add 0.70 and 0.52), which a model of operation classes cannot see.
-ALONE = ("exp", "tanh", "divide", "sqrt")
+ALONE = ("exp", "tanh", "divide", "sqrt", "transpose")
 
 def alone(cls: str) -> str:
     """The rate of Rates.compute for an operation of class ``cls`` alone in a one-op loop kernel."""
@@ -1622,11 +1636,50 @@ _REFUSED_CONTROL = frozenset({"while", "conditional", "call", "async-start", "as
 def _is_int(et: str) -> bool:
     return et[:1] in ("s", "u") and et[1:].isdigit()
 
+def _minor(shape) -> int | None:
+    """The minor-most dimension of ``shape`` that is longer than 1 (None: a scalar's)."""
+    return next((d for d in shape.minor_to_major if shape.dims[d] != 1), None)
+
+def transposes(comp, inst: Instruction) -> bool:
+    """A copy or transpose that reads its operand across its rows: the output's minor-most
+    dimension is not the operand's, so consecutive elements written come from elements a
+    row apart (a copy that only relabels the layout, as the transpose inside XLA's
+    ``transpose_copy_fusion`` does, moves nothing and is not one)."""
+    if inst.opcode not in ("copy", "transpose") or inst.shape.is_tuple or not inst.operands:
+        return False
+    src = comp.instruction(inst.operands[0]).shape
+    out = _minor(inst.shape)
+    if out is None or src.is_tuple:
+        return False
+    perm = int_list(inst.attrs.get("dimensions")) if inst.opcode == "transpose" else range(len(inst.shape.dims))
+    return list(perm)[out] != _minor(src)
+
+def _fed_by_broadcast(comp, inst: Instruction) -> bool:
+    """Whether a broadcast is among what ``inst`` computes from, inside its computation."""
+    seen, todo = set(), list(inst.operands)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        i = comp.instruction(name)
+        if i.opcode == "broadcast":
+            return True
+        todo += i.operands
+    return False
+
 def op_class(comp, inst: Instruction) -> tuple:
     """(class, count) of one instruction inside a kernel; class None: moves data only;
     class '?': no rate for it."""
     op, shape = inst.opcode, inst.shape
     n = 0 if shape.is_tuple else shape.element_count
+    if transposes(comp, inst):
+        # measured apart (calibrate.k_transpose): each element read is a row away from the
+        # last.  One fed by a broadcast is refused: x.T + 1 and x.T * 2 + y, whose fused
+        # kernels transpose a value computed from a broadcast, ran 7 times as long as
+        # x.T + y (3,258 and 3,358 us against 479 over f32[1024, 1024], where exp(x.T) + y
+        # ran 772): XLA emits them otherwise, and no rate is measured for that
+        return ("?" if _fed_by_broadcast(comp, inst) else "transpose"), n
     if op == "slice" and any(":" in p and p.count(":") == 2 and p.rsplit(":", 1)[1].strip("]} {") != "1"
                              for p in inst.attrs.get("slice", "").split(",")):
         # a strided slice makes the loop read every other element: no rate is measured for it
@@ -1784,9 +1837,12 @@ class _Buffers:
             return segment[2] - segment[1]
         return self.bounds[segment[0]][-1]
 
-def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source: str = "") -> ProgramCost:
+def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source: str = "",
+            scalar_kernels: frozenset = frozenset()) -> ProgramCost:
     """The kernels of an optimized module, their operation counts and their accesses with
-    reuse distances (rate-independent: ``predict`` prices them)."""
+    reuse distances (rate-independent: ``predict`` prices them).  ``scalar_kernels``: the loop
+    kernels whose optimized IR holds no vector type (the dump's
+    ``*_kernel_module.ir-with-opt.ll``; ``calibrate.scalar_kernels`` reads them)."""
     module = parse_module(hlo_text, source=source or None)
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry
@@ -1810,7 +1866,8 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         for i in body:
             cls, n = op_class(comp, i)
             if cls == "?":
-                unknown.append("strided slice" if i.opcode == "slice" else i.opcode)
+                unknown.append("strided slice" if i.opcode == "slice" else
+                               "transpose of a broadcast's value" if transposes(comp, i) else i.opcode)
             elif cls is not None:
                 ops[cls] = ops.get(cls, 0) + n
         one_op = 0.0
@@ -1843,6 +1900,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         shape = inst.shape
         elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
         kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op,
+                              scalar=kind == "loop" and inst.name in scalar_kernels,
                               elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
     return ProgramCost(module.name, kernels, refused, source)
@@ -2050,12 +2108,8 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
 
 def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "",
                  scalar_kernels: frozenset = frozenset()) -> Prediction:
-    """``scalar_kernels``: the loop kernels whose optimized IR holds no vector type (the
-    dump's ``*_kernel_module.ir-with-opt.ll``; ``calibrate.scalar_kernels`` reads them)."""
-    program = analyse(hlo_text, buffer_assignment_text, source=source)
-    for k in program.kernels:
-        k.scalar = k.kind == "loop" and k.name in scalar_kernels
-    return predict(program, rates)
+    """``analyse`` then ``predict``."""
+    return predict(analyse(hlo_text, buffer_assignment_text, source=source, scalar_kernels=scalar_kernels), rates)
 
 
 # ---- from pytest_dumpref/timing.py --------------------------------------------------------
@@ -2121,16 +2175,19 @@ SMALL_DISTANCE = 2 ** 20              # the L2 of one core on the machines seen 
 
 SCALAR_KERNELS = ("fill",) + cost_model.SCALAR     # fill: a scalar loop's iteration, alone
 
+@functools.lru_cache(maxsize=128)
 def _census(hlo_text: str) -> "cost_model.ProgramCost":
-    """The model's own view of a calibration kernel (its kernels, op counts, accesses)."""
+    """The model's own view of a calibration kernel (its kernels, op counts, accesses); each
+    kernel's module is read once however many rates it enters."""
     return cost_model.analyse(hlo_text, buffer_assignment_text=None, source="calibration kernel")
 
-def rates_from(result, vectorised: dict | None = None) -> "cost_model.Rates":
+def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_model.Rates":
     """Rates from a ``TimingResult`` of :func:`plan`.  ``vectorised``: the scalar-loop
     classes whose calibration kernel this XLA vectorises, with why
     (:func:`vectorised_scalar_kernels`, which compiles them: None where jax is not at hand,
     as in the listing, which then takes them to be scalar, as they are on jaxlib 0.10)."""
 
+    vectorised = vectorised or {}
     v = result.variants
     med = {k: x.median for k, x in v.items()}
     inline = med[timing.DISPATCH]
@@ -2184,7 +2241,7 @@ def rates_from(result, vectorised: dict | None = None) -> "cost_model.Rates":
     # compute, per element and class: the kernel's time less what its other classes cost
     compute: dict[str, float] = {}
     order = ["cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
-             "reduce (across rows)", "dot", "convolution"]
+             "reduce (across rows)", "transpose", "dot", "convolution"]
     names = {"reduce": "rowsum", "reduce (across rows)": "colsum", "convolution": "conv"}
     # The elementwise classes: the slope between the kernel over COMPUTE_ROWS and over
     # COMPUTE_ROWS_LARGE rows, so that neither the call's fixed cost (dispatch) nor its noise
@@ -2248,8 +2305,8 @@ def rates_from(result, vectorised: dict | None = None) -> "cost_model.Rates":
         small = f"compute {cls} scalar"
         large = f"{small} {COMPUTE_ROWS_LARGE}"
         rate = cost_model.SCALAR_LOOP if cls == "fill" else cost_model.scalar(cls)
-        if cls in (vectorised or {}) or (cls != "fill" and cost_model.SCALAR_LOOP not in compute):
-            base.unmeasured[rate] = (vectorised or {}).get(cls) or \
+        if cls in vectorised or (cls != "fill" and cost_model.SCALAR_LOOP not in compute):
+            base.unmeasured[rate] = vectorised.get(cls) or \
                 f"a scalar loop's iteration is not measured: {base.unmeasured.get(cost_model.SCALAR_LOOP)}"
             continue
         iterations = iterations_of(large) - iterations_of(small)
