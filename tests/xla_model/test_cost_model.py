@@ -179,8 +179,9 @@ def test_a_copy_that_reads_across_rows_is_a_transpose_and_one_that_relabels_is_n
     assert r.compute_seconds(fused) == (pytest.approx(256 * 1024 * 6e-10), "transpose")
     assert r.compute_seconds(alone) == (pytest.approx(256 * 1024 * 9e-10), "transpose")
     # a reshape that keeps the rows' order is no transpose: it moves nothing
-    (kept,) = _analyse(_dump(tmp_path_factory, lambda a: a.reshape(512, 512) + 1.0, [x], None, "reshape")).kernels
-    assert "transpose" not in kept.ops
+    # (one kernel on jaxlib 0.10, more on 0.12: none of them transposes)
+    kept = _analyse(_dump(tmp_path_factory, lambda a: a.reshape(512, 512) + 1.0, [x], None, "reshape")).kernels
+    assert kept and not any("transpose" in k.ops for k in kept)
     # one fed by a broadcast runs otherwise (calibrate measured none such): refused by name
     program = _analyse(_dump(tmp_path_factory, lambda a: a.T + 1.0, [x], None, "t-bcast"))
     assert program.refused and "transpose of a broadcast's value" in program.refused[0], program.refused
