@@ -774,8 +774,8 @@ class PassStudy:
             for lab, f in points], fold=True)
 
     def falls(self) -> list[tuple[int, str]]:
-        """(fall in bytes accessed, spill-style, pass name) of every pass run that changed the
-        program, in order; a fall below 0 is a rise."""
+        """(fall in bytes accessed (spill-style), pass name) of every pass run that changed
+        the program, in order; a fall below 0 is a rise."""
         return [(c.figures_before.bytes_accessed - c.figures_after.bytes_accessed, c.pass_name)
                 for c in self.changes]
 
