@@ -171,8 +171,10 @@ def test_a_copy_that_reads_across_rows_is_a_transpose_and_one_that_relabels_is_n
     x, y = np.ones((256, 1024), np.float32), np.ones((1024, 256), np.float32)
     (fused,) = _analyse(_dump(tmp_path_factory, lambda a, b: a.T + b, [x, y], None, "t-add")).kernels
     assert fused.ops == {"transpose": 256 * 1024, "cheap": 256 * 1024} and not fused.one_op
-    # alone and without fusion: the fusion-wrapper's wrapped_copy, at the rate alone
-    (alone,) = _analyse(_dump(tmp_path_factory, lambda a: a.T, [x], UNFUSED, "t-alone")).kernels
+    # alone and without fusion: the fusion-wrapper's wrapped_copy, at the rate alone (jaxlib
+    # 0.12 puts a wrapped_transpose that only relabels the layout before it: no transpose)
+    unfused = _analyse(_dump(tmp_path_factory, lambda a: a.T, [x], UNFUSED, "t-alone")).kernels
+    (alone,) = [k for k in unfused if "transpose" in k.ops]
     assert alone.ops == {"transpose": 256 * 1024} and alone.one_op == 256 * 1024
     r = _rates()
     r.compute.update({"transpose": 5e-10, cost_model.alone("transpose"): 9e-10, cost_model.ONE_OP: 1e-10})
