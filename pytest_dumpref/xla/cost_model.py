@@ -16,7 +16,8 @@ worker:
   allocation slices of XLA's buffer assignment, so a kernel that writes in place (the fused
   softmax's last multiply writes over the buffer it reads) touches one buffer, not two, and a
   temporary that reuses a dead one's memory finds it where that one left it.
-  Without a buffer assignment, every instruction gets its own buffer.
+  Without a buffer assignment, every instruction gets its own buffer.  Of an operand the
+  kernel only slices it reads the cache lines of the slices (``_sliced_bytes``).
 * *compute*: per operation class (cheap float ops, compare/select, integer, exp, tanh, log,
   divide, sqrt, rsqrt, reduce, transpose, dot and convolution flops) its element count times the
   measured seconds per element, each class measured in a loop fusion of several
@@ -93,7 +94,11 @@ shared with other tenants; pinned single thread):
   the model's without it (its ``wrapped_multiply``: 1,048,576 elements, priced on memory at
   93 us).  On an Intel Xeon whose stream ran at 26 GB/s the same kernels were bound by
   memory, which hid it.  The floor is measured on ``x * y`` over arrays that stay in the
-  level-2 cache (calibrate's ``one-op`` kernels), so that no memory time enters it.
+  level-2 cache (calibrate's ``one-op`` kernels), so that no memory time enters it.  Until
+  2026-12-05 its two sizes were 32 and 128 rows, whose three arrays (1.5 MiB at 128) overflow
+  a level 2 of 1 MiB: beside two other engineers' jobs the floor came out 0.27 ns an element
+  where transformer_block's one-op kernels of 64K elements ran 0.13-0.15 (jax's profiler,
+  fastest of 200 calls), and at 16 and 64 rows 0.20 under the same load.
 * Two paths, two rates: on an Intel Xeon (2 MiB of L2 a core; the stream ``y = 2x`` at 25
   GB/s) ``exp`` alone (XLA's ``wrapped_exponential``) cost 0.54-0.59 ns an element over
   f32[1024, 1024] and ``exp(x) + 0.5`` (a loop fusion of two) 0.43-0.46; ``x / y`` alone
@@ -486,11 +491,18 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         # in place is fetched once and written back once, as a line only read or only written
         # is (write-allocate); see the module docstring for the measurement
         out = buffers.of(inst.name)
-        segs = []
-        for o in dict.fromkeys(inst.operands):
-            segs += buffers.of(o)
+        segs, sliced = [], {}
+        for i, o in enumerate(inst.operands):
+            of = buffers.of(o)
+            segs += of
+            part = _sliced_bytes(module, inst, i)
+            if part is not None and len(of) == 1:
+                sliced[of[0]] = sliced.get(of[0], 0.0) + part
+            else:
+                sliced.update({sg: math.inf for sg in of})   # read whole where any use is
         read = set(segs)
-        accesses = [Access(sg, float(sg[2] - sg[1]), write_only=sg not in read)
+        accesses = [Access(sg, float(sg[2] - sg[1]) if sg in out else min(float(sg[2] - sg[1]), sliced[sg]),
+                           write_only=sg not in read)
                     for sg in dict.fromkeys(segs + out)]
         written = sum(a.nbytes for a in accesses if a.write_only)
         for a in accesses:
@@ -507,6 +519,42 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                               elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
     return ProgramCost(module.name, kernels, refused, source)
+
+
+# A kernel reads the lines a slice of its operand covers, not the operand: halves' unfused
+# slices of x[:, :512] over f32[1024, 1024] ran 137-142 us each (jax's profiler, fastest of
+# 200 calls) where the whole 4 MiB operand priced them at 197.
+_SLICING = frozenset({"slice", "dynamic-slice"})
+LINE = 64
+
+
+def _sliced_bytes(module: HloModule, inst: Instruction, i: int) -> float | None:
+    """The bytes of operand ``i`` that ``inst`` reads when every use of it is a slice taken
+    from it (the cache lines those slices cover); None when the kernel reads it whole."""
+    if inst.opcode in _SLICING:
+        uses = [inst] if i == 0 else []
+    elif inst.opcode == "fusion":
+        comp = module.computations[inst.called[0]]
+        param = next((x for x in comp.instructions if x.opcode == "parameter" and x.parameter_number == i), None)
+        if param is None:
+            return None
+        uses = [x for x in comp.instructions if param.name in x.operands]
+        if any(x.opcode not in _SLICING or x.operands[0] != param.name or x.operands.count(param.name) > 1
+               for x in uses):
+            return None
+    else:
+        return None
+    if not uses:
+        return None
+    total = 0.0
+    for x in uses:
+        shape = x.shape
+        if shape.is_tuple or not shape.dims:
+            return None
+        # a run of the operand's minor dimension shorter than a line still costs whole lines
+        run = shape.dims[shape.minor_to_major[0]] * shape.byte_size / max(shape.element_count, 1)
+        total += shape.byte_size * max(1.0, LINE / run) if run else 0.0
+    return total
 
 
 def _reuse_distances(kernels: list) -> None:

@@ -189,6 +189,23 @@ def test_a_copy_that_reads_across_rows_is_a_transpose_and_one_that_relabels_is_n
     assert program.refused and "transpose of a broadcast's value" in program.refused[0], program.refused
 
 
+def test_a_kernel_that_slices_its_operand_reads_the_lines_of_the_slice(tmp_path_factory):
+    # halves without fusion: each wrapped_slice reads half of x's rows (2 KiB of each 4 KiB
+    # row), not the whole 4 MiB buffer; the fused kernel reads both halves: all of x
+    x = np.ones((1024, 1024), np.float32)
+    unfused = _analyse(_dump(tmp_path_factory, examples.halves, [x], UNFUSED, "halves")).kernels
+    slices = [k for k in unfused if k.name.startswith("wrapped_slice")]
+    assert len(slices) == 2
+    for k in slices:
+        read = [a.nbytes for a in k.accesses if not a.write_only]
+        assert read == [2 * MiB] and k.nbytes == 4 * MiB, k.accesses
+    (fused,) = _analyse(_dump(tmp_path_factory, examples.halves, [x], None, "halves-fused")).kernels
+    assert sorted(a.nbytes for a in fused.accesses) == [2 * MiB, 4 * MiB]
+    # a slice of 4 floats a row (16 bytes) still brings in a 64-byte line a row
+    (narrow,) = _analyse(_dump(tmp_path_factory, lambda a: a[:, :4] * 2.0, [x], None, "narrow")).kernels
+    assert [a.nbytes for a in narrow.accesses if not a.write_only] == [1024 * 64]
+
+
 def test_a_missing_rate_is_named_not_guessed(softmax_files):
     program = _analyse(softmax_files[0])
     rates = _rates(compute={c: 1e-10 for c in cost_model.OP_CLASSES if c != "exp"})
