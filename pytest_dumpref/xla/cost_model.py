@@ -491,7 +491,8 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         # in place is fetched once and written back once, as a line only read or only written
         # is (write-allocate); see the module docstring for the measurement
         out = buffers.of(inst.name)
-        segs, sliced = [], {}
+        segs: list = []
+        sliced: dict[tuple, float] = {}
         for i, o in enumerate(inst.operands):
             of = buffers.of(o)
             segs += of
