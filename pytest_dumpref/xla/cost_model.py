@@ -17,7 +17,8 @@ worker:
   softmax's last multiply writes over the buffer it reads) touches one buffer, not two, and a
   temporary that reuses a dead one's memory finds it where that one left it.
   Without a buffer assignment, every instruction gets its own buffer.  Of an operand the
-  kernel only slices it reads the cache lines of the slices (``_sliced_bytes``).
+  kernel only slices, or updates in place, it touches the cache lines of the slices
+  (``_touched_bytes``).
 * *compute*: per operation class (cheap float ops, compare/select, integer, exp, tanh, log,
   divide, sqrt, rsqrt, reduce, transpose, dot and convolution flops) its element count times the
   measured seconds per element, each class measured in a loop fusion of several
@@ -493,17 +494,20 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         out = buffers.of(inst.name)
         segs: list = []
         sliced: dict[tuple, float] = {}
+        root = module.computations[inst.called[0]].root if op == "fusion" else inst
+        in_place = root.opcode == "dynamic-update-slice"
         for i, o in enumerate(inst.operands):
             of = buffers.of(o)
             segs += of
-            part = _sliced_bytes(module, inst, i)
+            part = _touched_bytes(module, inst, i)
             if part is not None and len(of) == 1:
                 sliced[of[0]] = sliced.get(of[0], 0.0) + part
             else:
                 sliced.update({sg: math.inf for sg in of})   # read whole where any use is
         read = set(segs)
-        accesses = [Access(sg, float(sg[2] - sg[1]) if sg in out else min(float(sg[2] - sg[1]), sliced[sg]),
-                           write_only=sg not in read)
+        # an output is written whole, but for the operand a dynamic-update-slice updates in place
+        accesses = [Access(sg, float(sg[2] - sg[1]) if sg in out and (sg not in read or not in_place)
+                           else min(float(sg[2] - sg[1]), sliced[sg]), write_only=sg not in read)
                     for sg in dict.fromkeys(segs + out)]
         written = sum(a.nbytes for a in accesses if a.write_only)
         for a in accesses:
@@ -522,40 +526,49 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
     return ProgramCost(module.name, kernels, refused, source)
 
 
-# A kernel reads the lines a slice of its operand covers, not the operand: halves' unfused
-# slices of x[:, :512] over f32[1024, 1024] ran 137-142 us each (jax's profiler, fastest of
-# 200 calls) where the whole 4 MiB operand priced them at 197.
+# A kernel touches the lines of an operand that its slices cover, not the operand: halves'
+# unfused slices of x[:, :512] over f32[1024, 1024] ran 137-142 us each (jax's profiler,
+# fastest of 200 calls) where the whole 4 MiB operand priced them at 197.  And an update in
+# place (a dynamic-update-slice writing into its operand's buffer) touches the lines it
+# updates: kv_cache_update's fused kernel, 16 rows of a 4 MiB cache, was priced at 134 us
+# for the whole cache, and its program at 417 us where it ran 286.
 _SLICING = frozenset({"slice", "dynamic-slice"})
 LINE = 64
 
 
-def _sliced_bytes(module: HloModule, inst: Instruction, i: int) -> float | None:
-    """The bytes of operand ``i`` that ``inst`` reads when every use of it is a slice taken
-    from it (the cache lines those slices cover); None when the kernel reads it whole."""
-    if inst.opcode in _SLICING:
-        uses = [inst] if i == 0 else []
-    elif inst.opcode == "fusion":
-        comp = module.computations[inst.called[0]]
+def _lines_bytes(shape) -> float:
+    """The bytes of the cache lines a region of this shape covers inside a larger array: a
+    run of its minor dimension shorter than a line still costs whole lines."""
+    if shape.is_tuple or not shape.dims or not shape.element_count:
+        return float(shape.byte_size)
+    run = shape.dims[shape.minor_to_major[0]] * shape.byte_size / shape.element_count
+    return shape.byte_size * max(1.0, LINE / run) if run else 0.0
+
+
+def _touched_bytes(module: HloModule, inst: Instruction, i: int) -> float | None:
+    """The bytes of operand ``i`` that ``inst`` touches when every use of it is a slice taken
+    from it or the update in place of a dynamic-update-slice (the lines those cover); None
+    when the kernel reads it whole."""
+    comp = module.computations[inst.called[0]] if inst.opcode == "fusion" else None
+    if comp is None:
+        uses, name = [inst], inst.operands[i]
+    else:
         param = next((x for x in comp.instructions if x.opcode == "parameter" and x.parameter_number == i), None)
         if param is None:
             return None
-        uses = [x for x in comp.instructions if param.name in x.operands]
-        if any(x.opcode not in _SLICING or x.operands[0] != param.name or x.operands.count(param.name) > 1
-               for x in uses):
-            return None
-    else:
-        return None
-    if not uses:
-        return None
+        uses, name = [x for x in comp.instructions if param.name in x.operands], param.name
     total = 0.0
     for x in uses:
-        shape = x.shape
-        if shape.is_tuple or not shape.dims:
+        if x.operands.count(name) != 1 or x.operands[0] != name:
             return None
-        # a run of the operand's minor dimension shorter than a line still costs whole lines
-        run = shape.dims[shape.minor_to_major[0]] * shape.byte_size / max(shape.element_count, 1)
-        total += shape.byte_size * max(1.0, LINE / run) if run else 0.0
-    return total
+        if x.opcode in _SLICING:
+            total += _lines_bytes(x.shape)
+        elif x.opcode == "dynamic-update-slice" and (x.is_root or comp is None):
+            update = (comp or module.entry).instruction(x.operands[1])
+            total += _lines_bytes(update.shape)
+        else:
+            return None
+    return total if uses else None
 
 
 def _reuse_distances(kernels: list) -> None:

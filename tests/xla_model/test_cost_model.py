@@ -206,6 +206,19 @@ def test_a_kernel_that_slices_its_operand_reads_the_lines_of_the_slice(tmp_path_
     assert [a.nbytes for a in narrow.accesses if not a.write_only] == [1024 * 64]
 
 
+def test_an_update_in_place_touches_the_lines_it_updates(tmp_path_factory):
+    # kv_cache_update: the cache is copied into the output (the input is not donated), then 16
+    # rows are updated in that buffer: the update's kernel touches 64 KiB of it, not 4 MiB
+    cache, new = np.ones((1024, 1024), np.float32), np.ones((16, 1024), np.float32)
+    kernels = _analyse(_dump(tmp_path_factory, lambda c, n: examples.kv_cache_update(c, n, 3), [cache, new],
+                             None, "kv")).kernels
+    (update,) = [k for k in kernels if "dynamic-update-slice" in k.name]
+    assert sorted(a.nbytes for a in update.accesses) == [16 * 1024 * 4] * 2, update.accesses
+    # the copy before it reads and writes the whole cache
+    (copy,) = [k for k in kernels if k is not update]
+    assert sorted(a.nbytes for a in copy.accesses) == [4 * MiB] * 2
+
+
 def test_a_missing_rate_is_named_not_guessed(softmax_files):
     program = _analyse(softmax_files[0])
     rates = _rates(compute={c: 1e-10 for c in cost_model.OP_CLASSES if c != "exp"})
