@@ -882,6 +882,58 @@ def across_programs(run, predicted_bytes: dict, dumps: dict) -> dict:
     return {"points": points, "rows": rows, "exact": exact, "refused": refused, "model": model}
 
 
+# A program's extra time is resolved by a run when the standard uncertainty of its paired
+# median is at most this share of the model's extra time: its measured/model is then known
+# to about a tenth, and a ratio against a bound of 0.25 means something.  matvec_tanh's
+# unfused program adds a 1-us kernel to 143 us (measured -0.2 +- 0.6 us, model 0.5), and
+# kv_cache_update's 16-row update adds 3-14 us to 286 (3.3 +- 2.7 in one run, 14.3 in the
+# last): their ratios are noise, whatever the model.
+RESOLVED_SHARE = 0.10
+
+
+def extra_time_errors(run, model: list) -> dict:
+    """The cost model's extra-time errors over the programs of an across-programs ``run``
+    (``model``: ``across_programs``' "model" entries): the median and worst |measured/model - 1|
+    over every program priced, the worst over those whose extra time the run resolves
+    (``RESOLVED_SHARE``), and the programs it does not resolve with (measured, its standard
+    uncertainty, model) in seconds."""
+    errors = sorted((abs(m / p - 1), name) for name, _, _, m, p in model)
+    resolved, unresolved = [], []
+    for name, _, _, m, p in model:
+        noise = run.difference_noise(f"{name}: fused", f"{name}: unfused")
+        if noise <= RESOLVED_SHARE * abs(p):
+            resolved.append((abs(m / p - 1), name))
+        else:
+            unresolved.append((name, m, noise, p))
+    resolved.sort()
+    return {"median": statistics.median(e for e, _ in errors), "worst": errors[-1],
+            "resolved worst": resolved[-1] if resolved else None, "resolved": len(resolved),
+            "unresolved": unresolved}
+
+
+def extra_time_goal_rows(run, model: list, goal: dict) -> list:
+    """The rows of a table of ``extra_time_errors`` against ``goal`` ({"median", "worst"}),
+    each this run's: shown, not compared."""
+    from ..claims import varies
+    e = extra_time_errors(run, model)
+    rows = [{"error": "extra time, median |measured/model - 1|", "this run": varies(round(e["median"], 3)),
+             "goal": goal["median"]},
+            {"error": "extra time, worst |measured/model - 1|", "this run": varies(round(e["worst"][0], 3)),
+             "goal": goal["worst"]},
+            {"error": "extra time, worst program", "this run": varies(e["worst"][1]), "goal": ""},
+            {"error": f"programs whose extra time the run resolves (its standard uncertainty at most "
+                      f"{RESOLVED_SHARE:.0%} of the model's)", "this run": varies(f"{e['resolved']} of {len(model)}"),
+             "goal": ""}]
+    if e["resolved worst"] is not None:
+        worst, name = e["resolved worst"]
+        rows.append({"error": "of those, worst |measured/model - 1|", "this run": varies(f"{worst:.3f} ({name})"),
+                     "goal": goal["worst"]})
+    rows += [{"error": f"not resolved: {name}, extra measured against the model (us)",
+              "this run": varies(f"{m * 1e6:.1f} ± {noise * 1e6:.1f} against {p * 1e6:.1f}"), "goal": ""}
+             for name, m, noise, p in e["unresolved"]]
+    return rows
+
+
 def record_model_runs(evidence, times: list, within: tuple) -> list:
     """Record the model's extra time against the measured one in several runs of its own
     (``times``: ``model_times``' first element, one per run) and their median against the goal
