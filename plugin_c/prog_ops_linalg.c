@@ -91,16 +91,28 @@ static void qr_one_c(double complex* a, double complex* taus, int64_t m, int64_t
   int64_t k = m < n ? m : n;
   for (int64_t j = 0; j < k; j++) {
     double complex alpha = a[j * n + j];
-    double ar = creal(alpha), ai = cimag(alpha), s = 0;
+    double ar = creal(alpha), ai = cimag(alpha);
+    /* The norm of (alpha, x) scaled by its largest part, as LAPACK's dznrm2 and dlapy3 scale
+     * it: c128 elements below 1e-154 (or above 1e154) would square to 0 (or inf), and the
+     * column would be taken as already reduced (or its tau be NaN). */
+    double big = fmax(fabs(ar), fabs(ai));
+    bool below = false;  /* a nonzero element under the diagonal */
     for (int64_t i = j + 1; i < m; i++) {
       double complex x = a[i * n + j];
-      s += creal(x) * creal(x) + cimag(x) * cimag(x);
+      double p = fmax(fabs(creal(x)), fabs(cimag(x)));
+      below = below || p != 0;
+      big = fmax(big, p);
     }
-    if (s == 0 && ai == 0) {
+    if (!below && ai == 0) {
       taus[j] = 0;
       continue;
     }
-    double beta = (ar >= 0 ? -1.0 : 1.0) * sqrt(ar * ar + ai * ai + s);
+    double sum = (ar / big) * (ar / big) + (ai / big) * (ai / big);
+    for (int64_t i = j + 1; i < m; i++) {
+      double xr = creal(a[i * n + j]) / big, xi = cimag(a[i * n + j]) / big;
+      sum += xr * xr + xi * xi;
+    }
+    double beta = (ar >= 0 ? -1.0 : 1.0) * big * sqrt(sum);
     double complex tau = (beta - ar) / beta - (ai / beta) * I;
     double complex scale = 1.0 / (alpha - beta);
     for (int64_t i = j + 1; i < m; i++) a[i * n + j] *= scale;  /* v below the diagonal */

@@ -13,15 +13,18 @@ solves of the input's type.
 - QR: jnp.linalg.qr reduced and complete, square, tall, wide, batched, one row, empty; a
   triangular matrix with a complex diagonal (LAPACK still reflects a column with nothing below
   the diagonal when its diagonal element is not real: R's diagonal comes out real) and one with
-  a real diagonal (no reflection: tau 0), a zero column; geqrf's raw Householder vectors and
+  a real diagonal (no reflection: tau 0), a zero column, matrices of tiny and of huge
+  magnitude (1e-200 and 1e200 for c128); geqrf's raw Householder vectors and
   taus; householder_product of the CPU's own geqrf output, with as many taus as columns and
   with fewer;
 - eigh (values, v diag(w) v^H the Hermitian matrix, v unitary), eigvalsh, and svd (values,
   u diag(s) vh the matrix) of complex matrices;
 - a NaN in the input: an answer (not a crash), with NaNs in it.
 Q and R are compared entry by entry: with LAPACK's convention (which the device follows) the
-factorization is unique.  Errors are relative to the largest expected magnitude, 1e-5 for c64
-and 1e-12 for c128 (the device computes in complex double, LAPACK in the type itself).
+factorization is unique.  Errors are relative to the largest magnitude of the input (for R, X,
+eigenvalues, reconstructions) or to 1 (for Q, the reflectors' v and taus, whose entries are of
+size 1 at any scale), 1e-5 for c64 and 1e-12 for c128 (the device computes in complex double,
+LAPACK in the type itself).
 """
 from __future__ import annotations
 
@@ -89,6 +92,11 @@ for dt in ("complex64", "complex128"):
     special = {"triangular_complex_diagonal": triangular,
                "triangular_real_diagonal": (triangular - 1j * np.diag(np.diag(triangular).imag)).astype(dt),
                "zero_column": cplx(dt, (5, 4)) * np.array([1, 0, 1, 1])}
+    # magnitudes whose squares leave the type's range (c128 squares in double, as the device
+    # computes: the norms must be scaled, as LAPACK scales them)
+    tiny, huge = (1e-30, 1e30) if dt == "complex64" else (1e-200, 1e200)
+    special["tiny"] = cplx(dt, (5, 3)) * tiny
+    special["huge"] = cplx(dt, (5, 3)) * huge
     for label, x in special.items():
         x = np.asarray(x, dt)
         cases.append((f"{dt}/qr_complete/{label}", "qr",
@@ -143,12 +151,16 @@ for name, kind, f, args in cases:
         text = fj.lower(*(jax.device_put(x, dev) for x in args)).as_text()
         record["transpose"] = re.findall(r"transpose\s*(\w+)>", text)
         errs["x"] = rel(g, e, float(np.max(np.abs(e))) if np.size(e) else 1.0)
-    elif kind in ("qr", "geqrf"):
-        for i, (x, y) in enumerate(zip(jax.tree.leaves(g), jax.tree.leaves(e))):
-            errs[f"output{i}"] = rel(x, y, scale)
-        if kind == "qr":
-            q, r = g
-            errs["rebuilt"] = rel(q @ r, a, scale)
+    elif kind == "qr":  # Q's entries are of size 1 whatever the matrix's, R's of a's size
+        q, r = g
+        errs["q"] = rel(q, e[0], 1.0)
+        errs["r"] = rel(r, e[1], scale)
+        errs["rebuilt"] = rel(q @ r, a, scale)
+    elif kind == "geqrf":  # R on and above the diagonal, the reflectors' v below it, and taus
+        (h, taus), (eh, etaus) = g, e
+        errs["r"] = rel(np.triu(h), np.triu(eh), scale)
+        errs["v"] = rel(np.tril(h, -1), np.tril(eh, -1), 1.0)
+        errs["taus"] = rel(taus, etaus, 1.0)
     elif kind == "householder_product":
         errs["q"] = rel(g, e, 1.0)
     elif kind == "eigh":
@@ -210,7 +222,7 @@ def test_triangular_solve_matches_cpu(results, dtype):
 def test_qr_matches_cpu(results, dtype):
     """Q and R of jnp.linalg.qr (reduced and complete) and geqrf's raw output, entry by entry."""
     chosen = check(results, dtype, ("qr_reduced", "qr_complete", "geqrf"))
-    assert len(chosen) == 9 * 3 + 3 * 2
+    assert len(chosen) == 9 * 3 + 5 * 2
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
