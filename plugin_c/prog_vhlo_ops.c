@@ -535,7 +535,7 @@ void vh_lower_householder(lowering* L, prog_insn* in, bool qr) {
   check(v, op->num_results == (qr ? 2 : 1), qr ? "Qr gives two results" : "one result");
   const prog_shape* a = operand(L, 0);
   const char* what = qr ? "custom call Qr" : "custom call ProductOfElementaryHouseholderReflectors";
-  if (!is_float(a->dtype))
+  if (!is_float(a->dtype) && !is_complex(a->dtype))
     UNSUPPORTED(v, "unsupported element type %s for the %s", prog_dtype_name(a->dtype), what);
   check(v, a->rank >= 2, "a matrix (or a batch of them)");
   check(v, same_dims(result(L, 0), a) && result(L, 0)->dtype == a->dtype, "result 0 is a's shape");
@@ -621,7 +621,7 @@ void vh_lower_linalg(lowering* L, prog_insn* in, const char* name) {
   if (strcmp(name, "triangular_solve_v1") == 0) {
     expect_operands(L, 2);
     const prog_shape *a = operand(L, 0), *b = operand(L, 1);
-    if (!is_float(b->dtype))
+    if (!is_float(b->dtype) && !is_complex(b->dtype))
       UNSUPPORTED(v, "unsupported element type %s for %s", prog_dtype_name(b->dtype), v->op);
     check(v, a->dtype == b->dtype && same_dims(b, &in->shape) && in->shape.dtype == b->dtype &&
                  a->rank == b->rank && a->rank >= 2, "triangular_solve types and ranks");
@@ -638,7 +638,8 @@ void vh_lower_linalg(lowering* L, prog_insn* in, const char* name) {
     in->p[0][1] = attr_bool(v, need(v, op, "lower"));
     in->p[0][2] = attr_bool(v, need(v, op, "unit_diagonal"));
     in->p[0][3] = tr != 1;  /* TRANSPOSE or ADJOINT (the same on real numbers) */
-    in->np[0] = 4;
+    in->p[0][4] = tr == 3;  /* ADJOINT: complex elements are conjugated too */
+    in->np[0] = 5;
   } else if (strcmp(name, "cholesky_v1") == 0) {
     expect_operands(L, 1);
     const prog_shape* a = operand(L, 0);

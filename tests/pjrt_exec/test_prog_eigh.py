@@ -14,8 +14,8 @@ magnitude of the matrix: at most 1e-5 for f32, 1e-12 for f64.  Shapes: 1x1 (the 
 base case), 2x2 to 17x17, batched, a matrix with repeated eigenvalues, one of rank 1, the
 upper triangle read alone (UPLO="U" without symmetrising), and subset_by_index; and a batch
 in which one matrix has a NaN or an inf: NaNs for it.
-Complex types are not here: the QDWH iteration's triangular solves in c64/c128 are refused by
-the device (vhlo.triangular_solve_v1 takes real types only).
+Complex types are in test_prog_complex_linalg.py, with the complex QR and triangular solves
+that their QDWH iterations run.
 """
 from __future__ import annotations
 
