@@ -41,14 +41,14 @@ import numpy as np
 import pytest
 
 from pytest_dumpref import timing
-from pytest_dumpref.claims import varies
 from pytest_dumpref.examples import softmax
-from pytest_dumpref.timing import TimingPlan, plot_prediction, run_plan
-from pytest_dumpref.xla import calibrate, fusion_policy, fusion_programs
-from pytest_dumpref.xla.dump import shown_name
-from pytest_dumpref.xla.fusion import module_fusion, undo_prediction
+from pytest_dumpref.timing import TimingPlan, run_plan
+from pytest_dumpref.xla import fusion_policy, fusion_programs
+from pytest_dumpref.xla.fusion import (fused_opcodes, module_fusion, record_undo_measured,
+                                       record_undo_prediction, softmax_normalisation)
 from pytest_dumpref.xla.fusion_programs import HELD_OUT, M, SUITE, TIMED, WRITTEN_AFTER
-from pytest_dumpref.xla.passes import show_computation
+from pytest_dumpref.xla.fusion_timing import ProgramTimes, UndoTiming
+from pytest_dumpref.xla.passes import record_entry
 
 pytestmark = pytest.mark.fusion
 
@@ -60,32 +60,12 @@ PASSES = ["fusion"]         # on CPU the decision is this pass's.  The library r
 PROVENANCE = dict(dtype="f32", shapes={"x": X_SHAPE})
 
 
-
-def _assert_every_decision(mf) -> None:
-    assert not mf.disagreements(), mf.disagreements()
-    assert len(mf.rows) == len(mf.log)
-
-
 def _x():
     """The scores, committed to jax's CPU device so that every compile below targets XLA's
     CPU compiler even when a plugin device (this project's own) claims the default."""
     import jax
     x = np.random.default_rng(0).standard_normal(X_SHAPE).astype(np.float32)
     return jax.device_put(x, jax.devices("cpu")[0])
-
-
-AS_DUMPED = "as dumped, metadata={...} shortened"
-
-
-def _normalisation(module):
-    """(divide, broadcast, multiply) of the softmax normalisation, found by structure."""
-    entry = module.entry
-    multiply = entry.root
-    assert multiply.opcode == "multiply", f"root of {module.name} is {multiply.opcode}, not multiply"
-    bcast = next(entry.instruction(o) for o in multiply.operands if entry.instruction(o).opcode == "broadcast")
-    divide = entry.instruction(bcast.operands[0])
-    assert divide.opcode == "divide", f"{bcast.name} broadcasts {divide.opcode}, not a divide"
-    return divide, bcast, multiply
 
 
 # ---- 1. the decision, argued from the policy --------------------------------------------------
@@ -107,25 +87,21 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
                      + inspect.getsource(_x), lang="python", fold=True)
     d = dump(softmax, _x())
     before, _ = d.around_pass("fusion")
-    divide, bcast, multiply = _normalisation(before.module)
-    evidence.excerpt(f"entry computation before the fusion pass, {AS_DUMPED} "
-                     f"({shown_name(before.path)})", show_computation(before.module.entry), lang="hlo", fold=True)
+    divide, bcast, multiply = softmax_normalisation(before.module)
+    record_entry(evidence, "entry computation before the fusion pass", before)
 
     # The compiler's own words, and every decision of the pass predicted by the restated
     # policy (pytest_dumpref/xla/fusion_policy.py, replaying the pass on the snapshot it saw).
     mf = module_fusion(d)
-    log = mf.log
-    evidence.table("every decision of the fusion pass, in its order: the compiler's log against "
-                   "the model (refusals end '; multi-output fusion not supported by this pass' in "
-                   "both; shown without it)", mf.decision_rows(), fold=True)
-    evidence.number("decisions of the fusion pass", len(log))
-    evidence.number("decisions the restated rules predict", mf.agreed)
-    _assert_every_decision(mf)
+    mf.record(evidence, "every decision of the fusion pass, in its order: the compiler's log against "
+              "the model (refusals end '; multi-output fusion not supported by this pass' in both; "
+              "shown without it)", counts=True)
+    assert not mf.disagreements() and len(mf.rows) == len(mf.log), mf.disagreements()
     rule_of = {(r["producer"], r["consumer"]): r["rule"] for r in mf.rows}
-    fused_bcast = [x for x in log if x.fused and x.producer == bcast.name and x.consumer_origin == multiply.name]
+    fused_bcast = mf.decisions(producer=bcast.name, origin=multiply.name, fused=True)
     assert len(fused_bcast) == 1, f"no 'Fused |{bcast.name}|' into {multiply.name} in the log"
     kernel = fused_bcast[0].fusion
-    refused = [x for x in log if not x.fused and x.producer == divide.name and x.consumer == kernel]
+    refused = mf.decisions(producer=divide.name, consumer=kernel, fused=False)
     assert len(refused) == 1, f"no decision about {divide.name} -> {kernel} in the log"
     assert refused[0].reason.startswith("Fusion is not profitable."), refused[0].reason
 
@@ -134,7 +110,7 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     for inst in (divide, bcast):
         assert inst.opcode in fusion_policy.ELEMENTWISE | fusion_policy.LOOP_FUSIBLE, inst.opcode
     # ... while the YNNPACK kernels are custom fusions and are refused for that reason.
-    ynn = [x for x in log if not x.fused and x.producer.startswith("ynn_fusion")]
+    ynn = [x for x in mf.decisions(fused=False) if x.producer.startswith("ynn_fusion")]
     assert ynn and all(x.reason.startswith(("Producer is not loop-fusible.",
                                             "Don't fuse instructions from custom fusions/calls")) for x in ynn)
 
@@ -160,14 +136,12 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     opt = d.optimized
     root = opt.entry.root
     assert root.opcode == "fusion" and root.fusion_kind == "kLoop"
-    inside = {i.opcode for i in opt.computations[root.called[0]].instructions}
+    inside = fused_opcodes(opt, root)
     assert {"broadcast", "multiply"} <= inside and "divide" not in inside, inside
-    producers = [opt.entry.instruction(o) for o in root.operands]
-    div_kernel = [p for p in producers if p.opcode == "fusion" and any(
-        i.opcode == "divide" for i in opt.computations[p.called[0]].instructions)]
+    div_kernel = [p for p in map(opt.entry.instruction, root.operands)
+                  if p.opcode == "fusion" and "divide" in fused_opcodes(opt, p)]
     assert len(div_kernel) == 1 and div_kernel[0].shape.element_count == X_SHAPE[0]
-    evidence.excerpt(f"optimized entry computation, {AS_DUMPED} ({shown_name(d.files.optimized)})",
-                     show_computation(opt.entry), lang="hlo", fold=True)
+    record_entry(evidence, "optimized entry computation", d)
     d.session.record_folders(evidence)
 
     evidence.number("elements of the broadcast per reciprocal (reuse factor)", reuse)
@@ -209,30 +183,25 @@ def test_rules_predict_exp_not_duplicated(dump, evidence):
     d = dump(softmax, _x(), xla_disable_hlo_passes="dot-library-rewriter")
     before, _ = d.around_pass("fusion")
     entry = before.module.entry
-    evidence.excerpt(f"entry computation before the fusion pass, {AS_DUMPED} "
-                     f"({shown_name(before.path)})", show_computation(before.module.entry), lang="hlo", fold=True)
+    record_entry(evidence, "entry computation before the fusion pass", before)
     mf = module_fusion(d)
-    log = mf.log
-    evidence.table("every decision of the fusion pass: the compiler's log against the model",
-                   mf.decision_rows(), fold=True)
-    _assert_every_decision(mf)
+    mf.record(evidence, "every decision of the fusion pass: the compiler's log against the model")
+    assert not mf.disagreements() and len(mf.rows) == len(mf.log), mf.disagreements()
 
     exp = next(i for i in entry.instructions if i.opcode == "exponential")
     consumers = sorted(u.opcode for u in entry.users(exp.name))
     assert consumers == ["multiply", "reduce"], consumers
-    refusals = [x for x in log if x.producer == exp.name and not x.fused]
+    refusals = mf.decisions(producer=exp.name, fused=False)
     assert len(refusals) == 2 and all(x.reason.startswith("expensive producer would be duplicated")
                                       for x in refusals)
-    assert not any(x.fused for x in log if x.producer == exp.name)
-    divide, _, multiply = _normalisation(before.module)
+    assert not mf.decisions(producer=exp.name, fused=True)
+    divide, _, multiply = softmax_normalisation(before.module)
     # the row max is the reduce whose result is broadcast back over the row (the sum is divided)
     row_max = next(i for i in entry.instructions if i.opcode == "reduce"
                    and any(u.opcode == "broadcast" for u in entry.users(i.name)))
-    exp_kernel = next(x.fusion for x in log if x.fused and x.consumer_origin == exp.name)
-    multiply_kernel = next(x.fusion for x in log if x.fused and x.consumer_origin == multiply.name)
-    for producer, kernel in ((divide.name, multiply_kernel), (row_max.name, exp_kernel)):
-        assert any(not x.fused and x.producer == producer and x.reason.startswith("Fusion is not profitable.")
-                   and x.consumer == kernel for x in log), (producer, kernel)
+    for producer, origin in ((divide.name, multiply.name), (row_max.name, exp.name)):
+        refused = mf.decisions(producer=producer, consumer=mf.kernel_of(origin), fused=False)
+        assert any(x.reason.startswith("Fusion is not profitable.") for x in refused), (producer, origin)
     d.session.record_folders(evidence)
     evidence.number("consumers of exp", len(consumers))
     evidence.number("exp evaluations avoided per call by not duplicating it", exp.shape.element_count)
@@ -260,40 +229,27 @@ def test_unfused_bytes_match_prediction(dump, unfused, evidence):
     # Prediction (fusion.undo_prediction): each producer the pass fused stops existing in
     # memory; undone, it is written once by its own kernel (a constant is not: it lives in the
     # executable) and read once by each user.
-    rows, predicted_written, predicted_read = undo_prediction(fused)
-    evidence.table("prediction: what each fusion the pass made keeps out of memory", rows, fold=True)
-    evidence.number("predicted extra bytes written", predicted_written, unit="B")
-    evidence.number("predicted extra bytes read", predicted_read, unit="B")
+    predicted_written, predicted_read = record_undo_prediction(evidence, fused)
     # The decision studied (the f32[1024,1024] broadcast fused into the multiply) is nearly
     # all of it; the rest is the f32[1024] broadcast of 1.0 fused into the divide.
-    _, bcast, _ = _normalisation(fused.around_pass("fusion")[0].module)
+    _, bcast, _ = softmax_normalisation(fused.around_pass("fusion")[0].module)
     share = 2 * bcast.shape.byte_size / (predicted_written + predicted_read)
     evidence.number("share of the extra bytes due to the studied broadcast", share)
     assert share > 0.99
 
-    # Verification.
+    # Verification: the two optimized modules' traffic, kernel by kernel, and XLA's count.
     plain = unfused(softmax, x, passes=PASSES)
-    t_f, t_u = fused.traffic_report, plain.traffic_report
-    extra_written = t_u.bytes_written - t_f.bytes_written
-    extra_read = t_u.bytes_read - t_f.bytes_read
-    xla_f = fused.compiled.cost_analysis()["bytes accessed"]
-    xla_u = plain.compiled.cost_analysis()["bytes accessed"]
-    for caption, t in (("fused (default)", t_f), ("without the fusion pass", t_u)):
-        evidence.table(f"traffic per kernel, {caption}", [
-            {"kernel": k.name, "read (B)": k.bytes_read, "written (B)": k.bytes_written} for k in t.kernels], fold=True)
-    evidence.number("measured extra bytes written", extra_written, unit="B")
-    evidence.number("measured extra bytes read", extra_read, unit="B")
-    evidence.number("XLA bytes accessed, fused", xla_f, unit="B")
-    evidence.number("XLA bytes accessed, without fusion", xla_u, unit="B")
+    extra_written, extra_read = record_undo_measured(evidence, fused, plain)
+    xla_f, xla_u = fused.xla_bytes_accessed, plain.xla_bytes_accessed
     assert (extra_written, extra_read) == (predicted_written, predicted_read)
     assert xla_u - xla_f == predicted_written + predicted_read
-    assert (t_f.bytes_accessed, t_u.bytes_accessed) == (xla_f, xla_u)
+    assert (fused.traffic, plain.traffic) == (xla_f, xla_u)
 
     # "fusion" is exactly the pass that matters: the fusion wrapper, which runs after it and
     # wraps each leftover instruction in a kernel of its own, moves no bytes either way.
     bare = unfused(softmax, x, passes=PASSES + ["fusion-wrapper"])
     evidence.number("XLA bytes accessed, without fusion and fusion-wrapper", bare.traffic, unit="B")
-    assert bare.traffic == t_u.bytes_accessed
+    assert bare.traffic == plain.traffic
     fused.session.record_folders(evidence)
 
 
@@ -329,40 +285,27 @@ AA_LIMIT = 0.10     # across programs: A/A controls under this share of the meas
 def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
     x = _x()
     fused, plain = dump(softmax, x), unfused(softmax, x, passes=PASSES)
-    xla_f = fused.compiled.cost_analysis()["bytes accessed"]
-    xla_u = plain.compiled.cost_analysis()["bytes accessed"]
+    xla_f, xla_u = fused.xla_bytes_accessed, plain.xla_bytes_accessed
     extra_bytes = xla_u - xla_f
     fused.session.record_folders(evidence)
 
-    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", X_SHAPE),),
-                      variants={"fused": {}, "fused, compiled again (A/A)": {},
-                                "without fusion": {"xla_disable_hlo_passes": ",".join(PASSES)}},
-                      stream_shape=X_SHAPE, rounds=40, calls_per_round=20, warmup_calls=20, passes=5)
-    run = run_plan(plan)
-    model_plan = calibrate.plan(20, 10, variants=dict(plan.variants),
-                                programs={k: (plan.program, plan.args) for k in plan.variants})
-    model_runs = [run_plan(model_plan) for _ in range(MODEL_RUNS)]
-    model_run = model_runs[0]
+    t = UndoTiming.measure("pytest_dumpref.examples:softmax", (("float32", X_SHAPE),), PASSES,
+                           model_runs=MODEL_RUNS, stream_shape=X_SHAPE, rounds=40, calls_per_round=20,
+                           warmup_calls=20, passes=5)
+    run = t.run
     # The timed programs are the dumped ones: same bytes by XLA's own count (the pinned
     # compile differs only in not splitting loops across threads).
     assert run.variants["fused"].bytes_accessed == xla_f
     assert run.variants["without fusion"].bytes_accessed == xla_u
 
     # Prediction first: from the bytes and the calibration kernels alone.
-    bandwidth = run.bandwidth
-    predicted = run.predicted_seconds(extra_bytes)
-    evidence.number("extra bytes (XLA bytes accessed, unfused - fused)", extra_bytes, unit="B")
-    evidence.number("measured bandwidth (stream kernel, pinned single thread)", bandwidth / 1e9,
-                    unit="GB/s", noise=run.bandwidth_noise / 1e9)
-    evidence.number("predicted extra time per call", predicted * 1e6, unit="us",
-                    noise=run.predicted_noise(extra_bytes) * 1e6)
+    predicted = timing.record_prediction(evidence, run, extra_bytes, "XLA bytes accessed, unfused - fused")
 
     # Then the measurement.
-    measured = run.difference("fused", "without fusion")
+    measured = timing.record_difference(evidence, run, "measured extra time per call (median of paired rounds)",
+                                        "fused", "without fusion")
     aa = run.difference("fused", "fused, compiled again (A/A)")
     ratio = measured / predicted
-    evidence.number("measured extra time per call (median of paired rounds)", measured * 1e6, unit="us",
-                    noise=run.difference_noise("fused", "without fusion") * 1e6)
     # The A/A difference is noise around zero by design: what the claim asserts of it is a
     # bound, against the prediction, and so is the ratio.
     aa_share = abs(aa) / predicted
@@ -375,10 +318,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
         f"(ratio {ratio:.2f}): undoing the pass cost less than {SOFTMAX_AT_LEAST:g} of its bytes at the stream's bandwidth")
     evidence.number("measured / predicted extra time", ratio, bound=(">=", SOFTMAX_AT_LEAST))
     evidence.table("per-call times, pinned single thread", run.table())
-    # the first run's times come with its kernel tables; the others are priced the same way
-    model = [calibrate.record_model_kernels(evidence, model_run, fused, plain)]
-    model += [calibrate.model_times(r, fused, plain)[0] for r in model_runs[1:]]
-    calibrate.record_model_runs(evidence, model, MODEL_WITHIN)
+    t.record_model(evidence, fused, plain, MODEL_WITHIN)
     # The note says nothing that depends on where in its spread this run's ratio fell: the
     # ratio straddles the aim's bound from run to run (1.24 in one fresh-clone check, 2.6 in
     # a render), and a sentence that flipped with it would not reproduce.
@@ -389,9 +329,7 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                   f"{MODEL_WITHIN[1]:g}], not asserted. The argument aimed for |measured/predicted - 1| "
                   f"<= {TIME_TOLERANCE:g}; the ratio above says how far this run came from that, and the "
                   "claim does not assert it.")
-    timing.record_listings(evidence, plan, [{"label": "softmax", "base": "fused", "other": "without fusion",
-                                      "aa": "fused, compiled again (A/A)", "extra_bytes": None,
-                                      "at_least": SOFTMAX_AT_LEAST, "aa_limit": SOFTMAX_AA_LIMIT}])
+    t.record_listings(evidence, "softmax", at_least=SOFTMAX_AT_LEAST, aa_limit=SOFTMAX_AA_LIMIT)
     array = int(np.prod(X_SHAPE)) * 4
     evidence.note(f"Each f32[1024,1024] array is {array // 2**20} MiB; the three a kernel touches "
                   f"({3 * array // 2**20} MiB) stay in any last-level cache that holds them (this "
@@ -399,10 +337,8 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                   "the same size, so the bandwidth measured here is that of the same level of the "
                   "memory hierarchy, not a datasheet DRAM figure: the right rate for the prediction, "
                   "because the extra traffic is made of arrays of the same size, streamed the same way.")
-    evidence.figure("predicted against measured, fused against unfused",
-                    plot_prediction(run, "fused", "without fusion", predicted,
-                                    tmp_path / "fusion-prediction.png", aa="fused, compiled again (A/A)",
-                                    title="softmax f32[1024,1024] with and without XLA's fusion pass"))
+    t.record_figure(evidence, predicted, tmp_path / "fusion-prediction.png",
+                    "softmax f32[1024,1024] with and without XLA's fusion pass")
 
     # Allocation must not dominate: the fresh pages a call touches (minor page faults, 4 KiB
     # each) stay under a tenth of the traffic being predicted.  The unfused program allocates
@@ -437,8 +373,7 @@ def test_large_size_has_no_decision_and_times_allocation(dump, unfused, evidence
     x = jax.device_put(np.zeros(BIG, np.float32), jax.devices("cpu")[0])
     d = dump(softmax, x)
     kernels = [i for i in d.optimized.entry.instructions if i.opcode not in ("parameter", "constant")]
-    evidence.excerpt(f"optimized entry computation at f32[4096,4096], {AS_DUMPED} "
-                     f"({shown_name(d.files.optimized)})", show_computation(d.optimized.entry), lang="hlo", fold=True)
+    record_entry(evidence, "optimized entry computation at f32[4096,4096]", d)
     evidence.number("kernels in the optimized program", len(kernels))
     assert len(kernels) == 1 and kernels[0].fusion_kind == "kCustom" and "__ynn_fusion" in kernels[0].line
     changed = d.passes_that_changed()
@@ -497,23 +432,9 @@ RANK_CORRELATION = 0.6
 def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
     # every program's decisions, its knock-outs (each rule left out in turn: decisions then
     # missed) and the bytes of undoing the pass: fusion_programs.policy_across_programs
-    per_program, held, mods, knockouts = fusion_programs.policy_across_programs(dump, unfused, PASSES)
-    logged = sum(r["decisions logged"] for r in per_program + held)
-    agreed = sum(r["predicted"] for r in per_program + held)
-    evidence.table("decisions of the fusion pass per program, logged by XLA and predicted by the "
-                   "model; the extra bytes (read + written, spill-style) of the program compiled "
-                   "with xla_disable_hlo_passes=fusion, predicted by the model and measured on the "
-                   "two optimized modules", per_program + held, fold=True)
-    evidence.number("decisions logged, all programs", logged)
-    evidence.number("decisions predicted exactly, all programs", agreed)
-    misses = [dict(program=n, **{k: r[k] for k in ("producer", "consumer", "compiler", "predicted", "rule")})
-              for n, mf in mods.items() for r in mf.rows if not r["agree"]]
-    # The claim asserts every decision predicted, so a rendered run has no misprediction to list:
-    # the note below says so (a table holding "(none)" read as a result); the table stands when one exists.
-    if misses:
-        evidence.table("every decision the model mispredicts, with the rule that made the prediction", misses)
-    evidence.table(f"the model with one rule left out: decisions it then mispredicts, over the {len(SUITE)} "
-                   "programs", [{"rule left out": r, "mispredicted decisions": n} for r, n in knockouts.items()], fold=True)
+    across = fusion_programs.policy_across_programs(dump, unfused, PASSES)
+    across.record(evidence)
+    logged, agreed = across.logged, across.agreed
     evidence.note(
         f"A decision is predicted when the model and the log agree on the producer, on the instruction "
         "the consumer grew from, and on the verdict: 'fused', or the compiler's whole reason, character "
@@ -528,12 +449,12 @@ def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
     # plain jax and XLA_FLAGS, nothing of this package imported.
     done, total = fusion_programs.record_policy_from_the_page(evidence, tmp_path / "from-the-page")
     assert done.returncode == 0, f"the listings failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
-    assert total == f"all {len(mods)} modules: {agreed} of {logged} decisions predicted", total
+    assert total == f"all {len(across.modules)} modules: {agreed} of {logged} decisions predicted", total
 
-    assert agreed == logged, f"{logged - agreed} decisions mispredicted: {misses[:5]}"
-    for r in per_program:
+    assert agreed == logged, f"{logged - agreed} decisions mispredicted: {across.misses[:5]}"
+    for r in across.per_program:
         assert r["extra bytes predicted"] == r["extra bytes measured"], r
-    assert all(n > 0 for n in knockouts.values()), knockouts
+    assert all(n > 0 for n in across.knockouts.values()), across.knockouts
 
 
 # ---- 6. the time of undoing the pass, across programs ------------------------------------------
@@ -566,63 +487,27 @@ EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
                         "the pass; predicted times from cost_model on the optimized modules and their "
                         "buffer assignments")
 def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
-    from pytest_dumpref.timing import plot_across_programs, spearman
-
-    # every program dumped, fused and unfused; those the model refuses are not timed (the
-    # table below says why)
-    predicted_bytes, dumps, variants, programs = fusion_programs.timed_dumps(dump, PASSES)
-    plan = calibrate.plan(20, 10, variants=variants, programs=programs, timeout_s=1800)
-    run = run_plan(plan)
-    across = calibrate.across_programs(run, predicted_bytes, dumps)
-    points, rows, exact, refused, model = (across[k] for k in ("points", "rows", "exact", "refused", "model"))
-    evidence.figure("extra time per call without the fusion pass, predicted from the bytes against "
-                    "measured, per program",
-                    plot_across_programs(points, tmp_path / "fusion-across-programs.png",
-                                         title=f"{len(SUITE)} programs, pinned single thread, one run"))
-    evidence.table("per program, one run (not compared: each claim of this section states its own "
-                   "bounds; a program's time moves with its machine's other tenants); the extra bytes "
-                   f"and their time at the stream's bandwidth for the {len(SUITE)} programs of the rank "
-                   "correlation", rows, fold=True)
-    if refused:
-        evidence.table("programs the cost model refuses, by the kernel and operation it has no rate for", refused)
-
-    fused_errors = sorted(abs(m / p - 1) for _, m, p, _, _ in model)
-    extra_errors = sorted(abs(m / p - 1) for *_, m, p in model)
-    fused_median = float(np.median(fused_errors))
-    slower = [p["name"] for p in points if p["measured_us"] <= 0]
-    assert not slower, f"undoing the fusion pass did not slow {slower}"
-    rank_correlation = spearman([p for p, _, _ in exact], [m for _, m, _ in exact])
-    aa_share = float(np.median([abs(a) / m for _, m, a in exact]))
-    assert aa_share <= AA_LIMIT, (
-        f"the A/A controls differ by a median {aa_share:.0%} of the measured differences: too noisy to judge")
-    assert rank_correlation >= RANK_CORRELATION, (
+    # every program dumped, fused and unfused, and timed in one run with the cost model's
+    # calibration kernels; those the model refuses are not timed (the table below says why)
+    t = ProgramTimes.measure(dump, PASSES)
+    t.record(evidence, tmp_path)
+    assert not t.slower, f"undoing the fusion pass did not slow {t.slower}"
+    assert t.aa_share <= AA_LIMIT, (
+        f"the A/A controls differ by a median {t.aa_share:.0%} of the measured differences: too noisy to judge")
+    assert t.rank_correlation >= RANK_CORRELATION, (
         f"the predicted bytes rank the programs' slowdowns with a Spearman correlation of only "
-        f"{rank_correlation:.2f}")
-    assert len(model) >= len(TIMED) // 2, f"the cost model refused {len(refused)} of {len(TIMED)} programs: {refused}"
-    assert fused_median <= FUSED_TIME_ERROR, (
-        f"the cost model's median error on the fused programs' time is {fused_median:.3f}, over "
-        f"{FUSED_TIME_ERROR}: {[(n, round(m / p, 3)) for n, m, p, _, _ in model]}")
-    evidence.number("Spearman rank correlation, predicted against measured extra time", rank_correlation,
-                    bound=(">=", RANK_CORRELATION))
-    evidence.number("median over programs of |A/A difference| / measured extra time", aa_share,
-                    bound=("<=", AA_LIMIT))
-    evidence.number("programs the cost model predicts", len(model))
-    evidence.number("fused programs' time, median |measured/model - 1|", fused_median,
-                    bound=("<=", FUSED_TIME_ERROR))
-    evidence.table("the cost model's extra time against its goals, this run (not compared, not asserted: "
-                   "runs have missed them)",
-                   [{"error": "extra time, median |measured/model - 1|",
-                     "this run": varies(round(float(np.median(extra_errors)), 3)), "goal": EXTRA_TIME_GOAL["median"]},
-                    {"error": "extra time, worst |measured/model - 1|",
-                     "this run": varies(round(extra_errors[-1], 3)), "goal": EXTRA_TIME_GOAL["worst"]},
-                    {"error": "extra time, worst program",
-                     "this run": varies(max(model, key=lambda t: abs(t[3] / t[4] - 1))[0]), "goal": ""}])
+        f"{t.rank_correlation:.2f}")
+    assert len(t.model) >= len(TIMED) // 2, f"the cost model refused {len(t.refused)} of {len(TIMED)} programs: {t.refused}"
+    assert t.fused_median <= FUSED_TIME_ERROR, (
+        f"the cost model's median error on the fused programs' time is {t.fused_median:.3f}, over "
+        f"{FUSED_TIME_ERROR}: {[(n, round(r, 3)) for n, r in t.fused_ratios]}")
+    t.record_numbers(evidence, rank_correlation=RANK_CORRELATION, aa_limit=AA_LIMIT, fused_error=FUSED_TIME_ERROR)
+    t.record_goals(evidence, EXTRA_TIME_GOAL)
     # The model from the page: its one-file listing, run alone with plain Python on this run's
     # timings and the programs' dumps, prices every program it priced here, to the last bit.
-    printed, priced_here = calibrate.record_model_from_the_page(
-        evidence, tmp_path / "model-from-the-page", run, [name for name, *_ in model], dumps)
+    printed, priced_here = t.record_model_from_the_page(evidence, tmp_path / "model-from-the-page")
     assert printed == priced_here, (printed[:4], priced_here[:4])
-    evidence.note("Method: " + run.method() + "; every program's three variants and the cost model's "
+    evidence.note("Method: " + t.run.method() + "; every program's three variants and the cost model's "
                   "calibration kernels (pytest_dumpref/xla/calibrate.py) in the same rounds; the model's "
                   "rates come from those kernels (calibrate.rates_from), and it prices the optimized "
                   "module of each variant with its buffer assignment (calibrate.predict_dump). The claim "
@@ -634,8 +519,5 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                   "prices of |measured/model - 1| of the fused program's time is at most "
                   f"{FUSED_TIME_ERROR:g}; the programs it does not price (the table above) are not timed, "
                   f"but for the {len(SUITE)} of the rank correlation.")
-    timing.record_listings(evidence, plan, [
-        {"label": name, "base": f"{name}: fused", "other": f"{name}: unfused", "aa": f"{name}: A/A",
-         "extra_bytes": predicted_bytes[name]} for name in SUITE],
-        across={"rank_correlation": RANK_CORRELATION, "aa_limit": AA_LIMIT})
+    t.record_listings(evidence, rank_correlation=RANK_CORRELATION, aa_limit=AA_LIMIT)
 

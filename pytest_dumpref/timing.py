@@ -287,6 +287,30 @@ class TimingResult:
                 f"less the dispatch cost of the same kernel over 8 elements")
 
 
+# The recorders of a run's numbers are functions, not TimingResult methods: statistic.py, the
+# write-up's listing of the statistic, holds TimingResult's source whole (statistic_listing).
+
+def record_prediction(evidence, run: TimingResult, extra_bytes: float, what: str) -> float:
+    """Record what ``run`` predicts of ``extra_bytes`` (``what`` they are, in words): the bytes,
+    the stream's bandwidth measured in the run and the time the bytes take at it, each with
+    its noise.  Returns the predicted seconds per call."""
+    evidence.number(f"extra bytes ({what})", extra_bytes, unit="B")
+    evidence.number("measured bandwidth (stream kernel, pinned single thread)", run.bandwidth / 1e9,
+                    unit="GB/s", noise=run.bandwidth_noise / 1e9)
+    predicted = run.predicted_seconds(extra_bytes)
+    evidence.number("predicted extra time per call", predicted * 1e6, unit="us",
+                    noise=run.predicted_noise(extra_bytes) * 1e6)
+    return predicted
+
+
+def record_difference(evidence, run: TimingResult, name: str, base: str, other: str) -> float:
+    """Record the measured time of ``other`` less ``base`` per call (median of paired rounds),
+    in microseconds with its noise, as the number ``name``.  Returns it in seconds."""
+    measured = run.difference(base, other)
+    evidence.number(name, measured * 1e6, unit="us", noise=run.difference_noise(base, other) * 1e6)
+    return measured
+
+
 def median_noise(samples: list) -> float:
     """The standard error of a median of ``samples``: 1.2533 sigma / sqrt(n) (the median's
     asymptotic efficiency), sigma read from the interquartile range (IQR / 1.349), which the

@@ -392,6 +392,16 @@ class Dump:
             self._traffic = module_traffic(self.optimized, buffer_assignment_text=ba)
         return self._traffic
 
+    @property
+    def xla_bytes_accessed(self) -> float:
+        """XLA's own count of the bytes the compiled program reads and writes: the 'bytes
+        accessed' of the executable's cost analysis (HloCostAnalysis).  DumpError for a dump
+        read from a folder, which has no executable."""
+        if self.compiled is None:
+            raise DumpError(f"{self.folder}: read from a folder, this dump has no executable to ask "
+                            f"for XLA's cost analysis (a DumpSession dump has one)")
+        return self.compiled.cost_analysis()["bytes accessed"]
+
     def passes_that_changed(self) -> list[str]:
         """Passes after which a snapshot was written (with ``.*``: those that reported a change
         of the module), in order, without repeats.  XLA's word, not a comparison of texts: a

@@ -38,8 +38,9 @@ from .standalone import listing
 __all__ = [
     "FusionDecision", "FusionLogError", "ModuleFusion", "ModuleTrouble", "compare",
     "decisions_of_frames", "fusion_decisions", "fusion_decisions_in_folder", "fusion_log_files",
-    "fusion_report", "model_listing", "module_fusion", "read_fusion_log", "read_fusion_log_file",
-    "refusals", "replay", "snapshot_before_fusion", "undo_prediction", "verdict",
+    "fused_opcodes", "fusion_report", "model_listing", "module_fusion", "read_fusion_log",
+    "read_fusion_log_file", "record_undo_measured", "record_undo_prediction", "refusals", "replay",
+    "snapshot_before_fusion", "softmax_normalisation", "undo_prediction", "verdict",
 ]
 
 
@@ -138,6 +139,33 @@ class ModuleFusion:
         return [{"producer": r["producer"], "consumer": r["consumer"], "compiler": shown(r["compiler"]),
                  "model (fusion_policy)": shown(r["predicted"]), "rule (XLA function restated)": r["rule"]}
                 for r in self.rows]
+
+    def decisions(self, *, producer: str | None = None, consumer: str | None = None,
+                  origin: str | None = None, fused: bool | None = None) -> list:
+        """The logged decisions about ``producer`` into ``consumer`` (the name the consumer had
+        then: a fusion's, once something was fused into it) or into what grew from ``origin``,
+        fused or refused as ``fused`` says, in the pass's order; names match exactly and a
+        criterion left None matches any decision."""
+        return [d for d in self.log if (producer is None or d.producer == producer)
+                and (consumer is None or d.consumer == consumer)
+                and (origin is None or d.consumer_origin == origin)
+                and (fused is None or d.fused == fused)]
+
+    def kernel_of(self, origin: str) -> str:
+        """The fusion the instruction ``origin`` grew into: the kernel its first fused
+        decision made.  KeyError when nothing was fused into it."""
+        made = self.decisions(origin=origin, fused=True)
+        if not made:
+            raise KeyError(f"the pass fused nothing into {origin}")
+        return made[0].fusion
+
+    def record(self, evidence, title: str, *, counts: bool = False) -> None:
+        """Record the decision table (decision_rows, folded) under ``title``; with ``counts``,
+        then the number of decisions the pass logged and of those the model predicts."""
+        evidence.table(title, self.decision_rows(), fold=True)
+        if counts:
+            evidence.number("decisions of the fusion pass", len(self.log))
+            evidence.number("decisions the restated rules predict", self.agreed)
 
     def knockouts(self) -> dict[str, int]:
         """rule -> how many of the logged decisions the model mispredicts with that one rule
@@ -253,6 +281,59 @@ def undo_prediction(dump) -> tuple[list[dict], int, int]:
         rows.append({"producer": p.name, "shape": str(p.shape), "users": n_users,
                      "extra written (B)": w, "extra read (B)": r})
     return rows, written, read
+
+
+def record_undo_prediction(evidence, dump) -> tuple[int, int]:
+    """Record ``undo_prediction(dump)``: its rows (folded), then the extra bytes written and
+    read it predicts.  Returns those two (written, read)."""
+    rows, written, read = undo_prediction(dump)
+    evidence.table("prediction: what each fusion the pass made keeps out of memory", rows, fold=True)
+    evidence.number("predicted extra bytes written", written, unit="B")
+    evidence.number("predicted extra bytes read", read, unit="B")
+    return written, read
+
+
+def record_undo_measured(evidence, fused, unfused) -> tuple[int, int]:
+    """Record what undoing the fusion pass costs, measured: ``fused`` and ``unfused`` are dumps
+    of one program compiled with the pass and without it.  The traffic of each optimized
+    module kernel by kernel (spill-style, traffic.py; folded), the extra bytes written and read
+    without the pass, and XLA's own bytes accessed of both (Dump.xla_bytes_accessed).  Returns
+    the extra bytes (written, read)."""
+    t_f, t_u = fused.traffic_report, unfused.traffic_report
+    for caption, t in (("fused (default)", t_f), ("without the fusion pass", t_u)):
+        evidence.table(f"traffic per kernel, {caption}", [
+            {"kernel": k.name, "read (B)": k.bytes_read, "written (B)": k.bytes_written} for k in t.kernels], fold=True)
+    written, read = t_u.bytes_written - t_f.bytes_written, t_u.bytes_read - t_f.bytes_read
+    evidence.number("measured extra bytes written", written, unit="B")
+    evidence.number("measured extra bytes read", read, unit="B")
+    evidence.number("XLA bytes accessed, fused", fused.xla_bytes_accessed, unit="B")
+    evidence.number("XLA bytes accessed, without fusion", unfused.xla_bytes_accessed, unit="B")
+    return written, read
+
+
+def softmax_normalisation(module) -> tuple:
+    """(divide, broadcast, multiply) of a row softmax's normalisation in ``module`` (the
+    snapshot the fusion pass saw, with the library rewriter on), found by structure: the entry
+    root multiplies by a broadcast of a divide (``e / s`` as ``e * broadcast(1 / s)``, the
+    algebraic simplifier's form).  ValueError naming what the module has instead."""
+    entry = module.entry
+    multiply = entry.root
+    if multiply.opcode != "multiply":
+        raise ValueError(f"root of {module.name} is {multiply.opcode}, not multiply")
+    bcast = next((entry.instruction(o) for o in multiply.operands if entry.instruction(o).opcode == "broadcast"),
+                 None)
+    if bcast is None:
+        raise ValueError(f"the root of {module.name}, {multiply.name}, multiplies no broadcast")
+    divide = entry.instruction(bcast.operands[0])
+    if divide.opcode != "divide":
+        raise ValueError(f"{bcast.name} broadcasts {divide.opcode}, not a divide")
+    return divide, bcast, multiply
+
+
+def fused_opcodes(module, kernel) -> set[str]:
+    """The opcodes inside ``kernel``, a fusion instruction of ``module``: those of the
+    instructions of the computation it calls."""
+    return {i.opcode for i in module.computations[kernel.called[0]].instructions}
 
 
 def replay(module, log: list, **model_options) -> tuple:

@@ -1187,6 +1187,21 @@ def show_computation(comp) -> str:
     return "\n".join([comp.header] + [show_line(i) for i in comp.instructions] + ["}"])
 
 
+AS_DUMPED = "as dumped, metadata={...} shortened"
+
+
+def record_entry(evidence, what: str, source) -> None:
+    """Record the entry computation of ``source`` as a folded HLO excerpt (show_computation),
+    titled ``what``, how it is shown and the file it is from (shown_name).  ``source``: a
+    Snapshot (the module a pass saw or wrote) or a Dump (its optimized module)."""
+    if isinstance(source, Dump):
+        module, path = source.optimized, source.files.optimized
+    else:
+        module, path = source.module, source.path
+    evidence.excerpt(f"{what}, {AS_DUMPED} ({shown_name(path)})", show_computation(module.entry),
+                     lang="hlo", fold=True)
+
+
 def _excerpt(module, marked: set, sign: str, max_lines: int) -> str:
     out: list[str] = []
     shown = 0

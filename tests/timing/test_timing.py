@@ -54,6 +54,40 @@ def test_cold_bandwidth_refuses_a_cold_stream_no_slower_than_dispatch():
         r.cold_bandwidth
 
 
+def _numbers(evidence) -> dict:
+    return {i["name"]: i for i in evidence.items if i["kind"] == "number"}
+
+
+def test_a_prediction_is_recorded_with_its_bytes_bandwidth_and_noise():
+    from pytest_dumpref.claims import Evidence
+    # the bandwidth test's run: 936 bytes in 10 us per round, so 9360 bytes take 100 us
+    r = _result({STREAM: [11e-6, 12e-6, 11e-6, 13e-6], DISPATCH: [1e-6, 2e-6, 1e-6, 2e-6]},
+                {STREAM: 1000.0, DISPATCH: 64.0})
+    ev = Evidence()
+    predicted = timing.record_prediction(ev, r, 9360, "XLA bytes accessed, b - a")
+    assert predicted == pytest.approx(100e-6) == r.predicted_seconds(9360)
+    got = _numbers(ev)
+    assert list(got) == ["extra bytes (XLA bytes accessed, b - a)",
+                         "measured bandwidth (stream kernel, pinned single thread)", "predicted extra time per call"]
+    assert got["extra bytes (XLA bytes accessed, b - a)"]["value"] == 9360
+    assert got["measured bandwidth (stream kernel, pinned single thread)"]["value"] == pytest.approx(r.bandwidth / 1e9)
+    assert got["predicted extra time per call"]["value"] == pytest.approx(100.0)
+    assert got["predicted extra time per call"]["unit"] == "us"
+    # the noise is the bandwidth's, carried over: the same share of the value
+    assert got["predicted extra time per call"]["noise"] == pytest.approx(100.0 * r.bandwidth_noise / r.bandwidth)
+
+
+def test_a_difference_is_recorded_in_microseconds_with_its_noise():
+    from pytest_dumpref.claims import Evidence
+    r = _result({"a": [1e-6, 2e-6, 3e-6, 4e-6], "b": [2e-6, 4e-6, 5e-6, 9e-6]}, {"a": 0, "b": 0})
+    ev = Evidence()
+    measured = timing.record_difference(ev, r, "extra time", "a", "b")
+    assert measured == r.difference("a", "b") == pytest.approx(2e-6)
+    n = _numbers(ev)["extra time"]
+    assert n["value"] == pytest.approx(2.0) and n["unit"] == "us"
+    assert n["noise"] == pytest.approx(r.difference_noise("a", "b") * 1e6)
+
+
 def test_spearman_is_the_correlation_of_ranks():
     assert timing.spearman([1.0, 2.0, 3.0], [10.0, 30.0, 20.0]) == pytest.approx(0.5)
     assert timing.spearman([3.0, 1.0, 2.0], [0.3, 0.1, 0.2]) == pytest.approx(1.0)

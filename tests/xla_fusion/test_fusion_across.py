@@ -1,0 +1,184 @@
+"""What the fusion study's across-programs claims and its timing claim record, recorded by the
+objects that hold the evidence: fusion_programs.PolicyAcrossPrograms (the decisions of every
+program) and fusion_timing's UndoTiming and ProgramTimes (the timings).  The arithmetic and the
+recording are tested on synthetic results (exact numbers); the timing subprocess is
+timing.py's, tested in tests/timing."""
+from __future__ import annotations
+
+import statistics
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_dumpref import timing
+from pytest_dumpref.claims import Evidence
+from pytest_dumpref.timing import DISPATCH, STREAM, TimingPlan, TimingResult, VariantTiming
+from pytest_dumpref.xla import fusion_timing
+from pytest_dumpref.xla.fusion_programs import SUITE, PolicyAcrossPrograms
+from pytest_dumpref.xla.fusion_timing import AA, FUSED, UNFUSED, ProgramTimes, UndoTiming
+
+
+def _items(ev: Evidence, kind: str) -> list:
+    return [i for i in ev.items if i["kind"] == kind]
+
+
+def _row(producer: str, agree: bool) -> dict:
+    return {"producer": producer, "consumer": "c", "compiler": "fused",
+            "predicted": "fused" if agree else "no", "rule": "r", "agree": agree}
+
+
+def _policy(*, miss: bool) -> PolicyAcrossPrograms:
+    per_program = [{"program": "a", "decisions logged": 3, "predicted": 3 - miss,
+                    "extra bytes predicted": 8, "extra bytes measured": 8}]
+    held = [{"program": "b (held out)", "decisions logged": 2, "predicted": 2,
+             "extra bytes predicted": "", "extra bytes measured": ""}]
+    modules = {"a": SimpleNamespace(rows=[_row("p", True), _row("q", not miss), _row("s", True)]),
+               "b": SimpleNamespace(rows=[_row("t", True), _row("u", True)])}
+    return PolicyAcrossPrograms(per_program, held, modules, {"rule one": 2, "rule two": 1})
+
+
+def test_the_policy_across_programs_is_counted_over_every_program():
+    p = _policy(miss=True)
+    assert (p.logged, p.agreed) == (5, 4)
+    assert p.misses == [{"program": "a", "producer": "q", "consumer": "c", "compiler": "fused",
+                         "predicted": "no", "rule": "r"}]
+    assert _policy(miss=False).misses == []
+
+
+def test_the_policy_records_mispredictions_only_when_there_are_some():
+    ev = Evidence()
+    _policy(miss=False).record(ev)
+    titles = [i["title"] for i in _items(ev, "table")]
+    assert len(titles) == 2 and titles[0].startswith("decisions of the fusion pass per program")
+    assert titles[1] == f"the model with one rule left out: decisions it then mispredicts, over the {len(SUITE)} programs"
+    assert _items(ev, "table")[1]["rows"] == [["rule one", 2], ["rule two", 1]]
+    assert {i["name"]: i["value"] for i in _items(ev, "number")} == {
+        "decisions logged, all programs": 5, "decisions predicted exactly, all programs": 5}
+    ev = Evidence()
+    _policy(miss=True).record(ev)
+    assert [i["title"] for i in _items(ev, "table")][1] == (
+        "every decision the model mispredicts, with the rule that made the prediction")
+
+
+def _run(plan, samples: dict) -> TimingResult:
+    variants = {n: VariantTiming(n, {}, 0.0, s, 0.0) for n, s in samples.items()}
+    return TimingResult(plan, variants, orders=[], cpu=0, xla_flags="", jax_version="")
+
+
+def test_an_undo_timing_times_the_three_variants_then_the_model_runs(monkeypatch):
+    plans = []
+
+    def run_plan(plan):
+        plans.append(plan)
+        return _run(plan, {v: [1e-6] for v in plan.variants})
+    monkeypatch.setattr(fusion_timing, "run_plan", run_plan)
+    t = UndoTiming.measure("pytest_dumpref.examples:softmax", (("float32", (64, 64)),), ["fusion", "x"],
+                           model_runs=3, stream_shape=(64, 64), rounds=4, passes=2)
+    assert len(plans) == 4 and t.plan is plans[0] and t.run.plan is plans[0]
+    assert t.plan.variants == {FUSED: {}, AA: {}, UNFUSED: {"xla_disable_hlo_passes": "fusion,x"}}
+    assert (t.plan.rounds, t.plan.stream_shape, t.plan.passes) == (4, (64, 64), 2)
+    # each model run times the same variants, each on the program, beside the calibration kernels
+    model_plan = plans[1]
+    assert [p.variants for p in plans[2:]] == [model_plan.variants] * 2 and len(t.model_runs) == 3
+    assert {k: model_plan.variants[k] for k in t.plan.variants} == t.plan.variants
+    assert set(fusion_timing.calibrate.plan_variants()[0]) < set(model_plan.variants)
+    assert all(model_plan.program_of(k) == (t.plan.program, t.plan.args) for k in t.plan.variants)
+
+
+def test_an_undo_timing_records_the_model_on_every_run(monkeypatch):
+    runs = ["run 1", "run 2", "run 3"]
+    t = UndoTiming(plan=None, run=None, model_runs=runs)
+    seen = []
+    monkeypatch.setattr(fusion_timing.calibrate, "record_model_kernels",
+                        lambda ev, run, f, p: seen.append(("kernels", run)) or {"extra": 1.0, "extra model": 1.0})
+    monkeypatch.setattr(fusion_timing.calibrate, "model_times",
+                        lambda run, f, p: (seen.append(("priced", run)) or {"extra": 2.0, "extra model": 1.0}, f, p))
+    monkeypatch.setattr(fusion_timing.calibrate, "record_model_runs",
+                        lambda ev, times, within: [t["extra"] / t["extra model"] for t in times])
+    assert t.record_model(Evidence(), "fused dump", "plain dump", (0.9, 1.1)) == [1.0, 2.0, 2.0]
+    # the first run's kernels are recorded; the others are priced the same way, unrecorded
+    assert seen == [("kernels", "run 1"), ("priced", "run 2"), ("priced", "run 3")]
+
+
+def test_an_undo_timing_records_its_listings_and_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (64, 64)),),
+                      variants={FUSED: {}, AA: {}, UNFUSED: {"xla_disable_hlo_passes": "fusion"}},
+                      stream_shape=(64, 64))
+    run = _run(plan, {FUSED: [1e-6, 2e-6], AA: [1e-6, 2e-6], UNFUSED: [3e-6, 5e-6],
+                      STREAM: [11e-6, 12e-6], DISPATCH: [1e-6, 2e-6]})      # the figure states the bandwidth
+    t = UndoTiming(plan, run, [])
+    ev = Evidence()
+    t.record_listings(ev, "softmax", at_least=0.8, aa_limit=0.25)
+    t.record_figure(ev, 2e-6, tmp_path / "f.png", "a title")
+    program, worker, statistic = _items(ev, "excerpt")
+    assert "def softmax(" in program["text"] and "plan = types.SimpleNamespace(" in worker["text"]
+    assert ("{'label': 'softmax', 'base': 'fused', 'other': 'without fusion', 'aa': 'fused, compiled again (A/A)', "
+            "'extra_bytes': None, 'at_least': 0.8, 'aa_limit': 0.25}") in statistic["text"]
+    (figure,) = _items(ev, "figure")
+    assert figure["title"] == "predicted against measured, fused against unfused"
+    assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def _program_times() -> ProgramTimes:
+    # three programs of SUITE: predicted (bytes' time) and measured extra seconds, A/A; the
+    # cost model prices two, fused measured against model and extra measured against model
+    exact = [(1e-6, 2e-6, 0.1e-6), (2e-6, 3e-6, -0.2e-6), (3e-6, 7e-6, 0.3e-6)]
+    points = [{"name": n, "predicted_us": p * 1e6, "measured_us": m * 1e6, "aa_us": a * 1e6}
+              for n, (p, m, a) in zip(("softmax", "gelu", "rope"), exact)]
+    model = [("softmax", 11e-6, 10e-6, 2e-6, 2.5e-6), ("gelu", 9e-6, 10e-6, 3e-6, 2e-6)]
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (8, 8)),),
+                      variants={f"{n}: {v}": {} for n in SUITE for v in ("fused", "A/A", "unfused")},
+                      programs={f"{n}: {v}": (f"pytest_dumpref.examples:{n}", (("float32", (8, 8)),))
+                                for n in SUITE for v in ("fused", "A/A", "unfused")},
+                      stream_shape=(8, 8))
+    return ProgramTimes(plan, run=None, predicted_bytes={n: 1000 for n in SUITE}, dumps={}, points=points,
+                        rows=[{"name": "softmax"}], exact=exact, refused=[{"program": "top_k"}], model=model)
+
+
+def test_program_times_state_the_claims_numbers():
+    t = _program_times()
+    assert t.slower == []
+    t.points[1]["measured_us"] = -1.0     # as if undoing the pass had not slowed gelu
+    assert t.slower == ["gelu"]
+    assert t.rank_correlation == pytest.approx(timing.spearman([1, 2, 3], [2, 3, 7]))
+    assert t.aa_share == pytest.approx(statistics.median([0.1 / 2, 0.2 / 3, 0.3 / 7]))
+    assert t.fused_ratios == [("softmax", pytest.approx(1.1)), ("gelu", pytest.approx(0.9))]
+    assert t.fused_median == pytest.approx(0.1)
+    ev = Evidence()
+    t.record_numbers(ev, rank_correlation=0.6, aa_limit=0.1, fused_error=0.15)
+    got = {i["name"]: (i["value"], i.get("bound")) for i in _items(ev, "number")}
+    assert got == {"Spearman rank correlation, predicted against measured extra time": (t.rank_correlation, [">=", 0.6]),
+                   "median over programs of |A/A difference| / measured extra time": (t.aa_share, ["<=", 0.1]),
+                   "programs the cost model predicts": (2, None),
+                   "fused programs' time, median |measured/model - 1|": (t.fused_median, ["<=", 0.15])}
+
+
+def test_program_times_state_the_model_against_its_goals():
+    ev = Evidence()
+    _program_times().record_goals(ev, {"median": 0.1, "worst": 0.25})
+    (table,) = _items(ev, "table")
+    # extra time: softmax 2 / 2.5 (error 0.2), gelu 3 / 2 (error 0.5, the worst)
+    cells = [[c["value"] if isinstance(c, dict) else c for c in row] for row in table["rows"]]
+    assert cells == [["extra time, median |measured/model - 1|", 0.35, 0.1],
+                     ["extra time, worst |measured/model - 1|", 0.5, 0.25],
+                     ["extra time, worst program", "gelu", ""]]
+
+
+def test_program_times_record_the_figure_tables_and_listings(tmp_path):
+    pytest.importorskip("matplotlib")
+    t = _program_times()
+    ev = Evidence()
+    t.record(ev, tmp_path)
+    assert (tmp_path / "fusion-across-programs.png").stat().st_size > 0
+    assert [i["kind"] for i in ev.items] == ["figure", "table", "table"]
+    assert _items(ev, "table")[1]["title"].startswith("programs the cost model refuses")
+    t.refused = []
+    ev = Evidence()
+    t.record(ev, tmp_path)
+    assert [i["kind"] for i in ev.items] == ["figure", "table"]
+    ev = Evidence()
+    t.record_listings(ev, rank_correlation=0.6, aa_limit=0.1)
+    statistic = _items(ev, "excerpt")[2]["text"]
+    assert "ACROSS = {'rank_correlation': 0.6, 'aa_limit': 0.1}" in statistic
+    assert all(f"'label': {n!r}" in statistic for n in SUITE)
