@@ -97,9 +97,10 @@ shared with other tenants; pinned single thread):
   memory, which hid it.  The floor is measured on ``x * y`` over arrays that stay in the
   level-2 cache (calibrate's ``one-op`` kernels), so that no memory time enters it.  Until
   2026-12-05 its two sizes were 32 and 128 rows, whose three arrays (1.5 MiB at 128) overflow
-  a level 2 of 1 MiB: beside two other engineers' jobs the floor came out 0.27 ns an element
-  where transformer_block's one-op kernels of 64K elements ran 0.13-0.15 (jax's profiler,
-  fastest of 200 calls), and at 16 and 64 rows 0.20 under the same load.
+  the 1 MiB level 2 of an AMD EPYC and fill three quarters of an Intel Xeon's 2 MiB: on the
+  Xeon, beside two other engineers' jobs, the floor came out 0.27 ns an element where
+  transformer_block's one-op kernels of 64K elements ran 0.13-0.15 (jax's profiler, fastest
+  of 200 calls), and at 16 and 64 rows (768 KiB at most) 0.20 under the same load.
 * Two paths, two rates: on an Intel Xeon (2 MiB of L2 a core; the stream ``y = 2x`` at 25
   GB/s) ``exp`` alone (XLA's ``wrapped_exponential``) cost 0.54-0.59 ns an element over
   f32[1024, 1024] and ``exp(x) + 0.5`` (a loop fusion of two) 0.43-0.46; ``x / y`` alone

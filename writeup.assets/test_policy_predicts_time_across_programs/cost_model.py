@@ -2217,7 +2217,7 @@ CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 
 COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the programs studied
 
-ONE_OP_ROWS = (16, 64)                        # x * y, 3 arrays of 64-256 KiB: in L2 (1 MiB)
+ONE_OP_ROWS = (16, 64)                        # x * y, 3 arrays of 64-256 KiB: in L2 (1-2 MiB)
 
 REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 
