@@ -20,7 +20,7 @@ EXIT_BAD_INPUT = 2
 def register(subparsers) -> None:
     _register_traffic(subparsers)
     _register_tour(subparsers)
-    from .calibrate import register_cli   # calibrate, cost: the kernel cost model
+    from .cost_cli import register_cli    # calibrate, cost: the kernel cost model
     register_cli(subparsers)
 
 

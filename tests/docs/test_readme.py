@@ -276,27 +276,93 @@ def _concrete(line: str, values: dict, *, with_options: bool) -> list[str]:
     return [values.get(word, word) for word in shlex.split(line)]
 
 
+COST = "The kernel cost model: calibrate and cost"          # the heading as GitHub's parser gives it
+COST_SECTION = "The kernel cost model: `calibrate` and `cost`"  # and as the README writes it
+
+
+def _dump_as_the_cost_section_says(tmp_path: Path, source: str) -> Path:
+    """The cost section's first line run as written, ``your_program.py`` being ``source``: a
+    plain jax process with the XLA_FLAGS it names and nothing else.  Returns the dump folder."""
+    line = commands(block(COST, "sh").text)[0]
+    folder = tmp_path / "dump"
+    env_word, *argv = shlex.split(line.replace("DIR", str(folder)))
+    name, _, value = env_word.partition("=")
+    assert name == "XLA_FLAGS" and argv == ["python", "your_program.py"], line
+    (tmp_path / "your_program.py").write_text(source)
+    r = run([sys.executable, "your_program.py"], tmp_path, clean_env(XLA_FLAGS=value))
+    assert r.returncode == 0, r.stderr[-2000:]
+    return folder
+
+
 def test_the_cost_model_commands_as_written(tmp_path):
-    """calibrate, with its options, writes rates; cost prices a dumped optimized module with
-    them, one kernel a row with its regime, and its --json says the same."""
-    lines = commands(block("The kernel cost model: calibrate and cost", "sh").text)
-    assert len(lines) == 2 and "calibrate" in lines[0] and " cost " in lines[1]
+    """The dump line as written (``XLA_FLAGS=--xla_dump_to=DIR`` and nothing more) writes every
+    file the section says cost reads: the optimized module, the -buffer-assignment.txt beside it
+    and its kernel's optimized IR, named as the section names it (which cost reads to find scalar
+    loops); calibrate, with its options, writes rates; cost prices the dump folder (each of its
+    modules, sorted) and a file of it with them, one kernel a row with its regime, and its --json
+    says the same with the dispatch it charged."""
+    lines = commands(block(COST, "sh").text)
+    assert len(lines) == 3 and lines[0].startswith("XLA_FLAGS=") and "calibrate" in lines[1] \
+        and " cost " in lines[2], lines
     # gelu: elementwise, priced on every jaxlib (0.9's softmax reduces rows with a
     # reduce-window, which the model refuses by name: no measured rate for it)
-    folder = _dump_as_the_readme_says(tmp_path, "gelu")
-    optimized = sorted(folder.glob("*jit_gelu*after_optimizations.txt"))
-    assert optimized, list(folder.iterdir())[:5]
+    folder = _dump_as_the_cost_section_says(tmp_path, (
+        "import jax, jax.numpy as jnp\nfrom pytest_dumpref.examples import gelu\n"
+        "jax.jit(gelu)(jnp.ones((64, 128), jnp.float32)).block_until_ready()\n"))
+    optimized = sorted(folder.glob("*jit_gelu*.cpu_after_optimizations.txt"))
+    assert len(optimized) == 1, sorted(p.name for p in folder.iterdir())
+    module = optimized[0].name[:-len(".cpu_after_optimizations.txt")]
+    assert (folder / f"{module}.cpu_after_optimizations-buffer-assignment.txt").is_file()
+    assert list(folder.glob(f"{module}.*_kernel_module.ir-with-opt.ll")), sorted(p.name for p in folder.iterdir())
+    text = section(COST_SECTION)
+    assert "`DIR/module_NNNN.<name>.cpu_after_optimizations.txt`" in text
+    assert "`<module>.<kernel>_kernel_module.ir-with-opt.ll`" in text
     rates = tmp_path / "rates.json"
-    cal = _concrete(lines[0], {"FILE": str(rates), "N": "3"}, with_options=True)
+    cal = _concrete(lines[1], {"FILE": str(rates), "N": "3"}, with_options=True)
     r = run([sys.executable, *cal[1:]], tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(rates.read_text())
-    cost = _concrete(lines[1], {"FILE...": str(optimized[0]), "FILE": str(rates)}, with_options=True)
-    r = run([sys.executable, *cost[1:]], tmp_path, timeout=300)
+    every = sorted(str(p) for p in folder.glob("*.cpu_after_optimizations.txt"))
+    for path, files in ((str(folder), every), (str(optimized[0]), [str(optimized[0])])):
+        cost = _concrete(lines[2], {"PATH...": path, "FILE": str(rates)}, with_options=True)
+        r = run([sys.executable, *cost[1:]], tmp_path, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out = [json.loads(line) for line in r.stdout.strip().splitlines()]
+        assert [o["file"] for o in out] == files
+        gelu = out[-1]
+        assert gelu["kernels"] and all("regime" in k for k in gelu["kernels"]) and "total us" in gelu
+        assert gelu["dispatch"] in ("inline", "worker thread") and gelu["flops"] > 0
+
+
+def test_the_cost_section_says_what_cost_predicts_and_prints(tmp_path):
+    """What the section says of cost's numbers is what cost does: the time it predicts is
+    timing.py's (pinned, XLA single-threaded with timing's own flag), the dispatch it charges
+    is named by the words cost prints, below the threshold cost_model uses, and the regime of
+    a one-op tanh kernel (jnp.tanh over f32[1024, 1024], priced at its one-op rate) is the
+    label cost prints for it."""
+    from pytest_dumpref import timing
+    from pytest_dumpref.xla import calibrate, cost_model
+    text = " ".join(section(COST_SECTION).split())
+    assert "pinned to one core" in text and "XLA single-threaded" in text, text[:300]
+    assert all(f"`{flag}`" in text for flag in timing.SINGLE_THREAD_XLA_FLAGS)
+    assert f"fewer than {cost_model.ASYNC_MIN_OPS:,} flops" in text
+    assert "(`inline`)" in text and "(`worker thread`)" in text
+    folder = _dump_as_the_cost_section_says(tmp_path, (
+        "import jax, jax.numpy as jnp\n"
+        "jax.jit(jnp.tanh)(jnp.ones((1024, 1024), jnp.float32)).block_until_ready()\n"))
+    (module,) = folder.glob("*jit_tanh.cpu_after_optimizations.txt")
+    rates = cost_model.Rates(dispatch_inline_s=5e-6, dispatch_async_s=15e-6, launch_s=1e-6,
+                             curve=[(2 ** 20, 1e-12), (2 ** 30, 1e-12)], cold_s_per_byte=1e-12, fault_s=1e-6,
+                             compute={c: 1e-12 for c in cost_model.OP_CLASSES})
+    rates.compute[cost_model.alone("tanh")] = 1e-9      # the one-op tanh's rate: what bounds it
+    calibrate.save(rates, tmp_path / "rates.json")
+    r = run([sys.executable, "-m", "pytest_dumpref", "cost", str(module), "--rates", "rates.json", "--json"],
+            tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
-    text = json.dumps(out)
-    assert "regime" in text and "total" in text, text[:500]
+    (kernel,) = json.loads(r.stdout)["kernels"]
+    assert abs(kernel["compute us"] / (1024 * 1024 * 1e-9 * 1e6) - 1) < 1e-9     # at the one-op rate
+    assert f"priced at `{cost_model.alone('tanh')}`, prints" in text
+    assert f"prints `{kernel['regime']}`" in text, kernel["regime"]
 
 
 def test_the_command_line_as_written(tmp_path):
