@@ -5,14 +5,16 @@
  *
  * The reflector of column j follows XLA's (and LAPACK's dlarfg) convention: with alpha the
  * diagonal element and s the norm of the elements below it, beta = -sign(alpha) * hypot(alpha,
- * s) (sign(0) = +1), tau = (beta - alpha) / beta, v = x / (alpha - beta) with v[j] = 1; when
- * s is 0 the column is left as it is (tau 0).  It is computed column by column (XLA blocks the
- * columns, which changes only the rounding), in double, on any float type, over leading batch
- * dimensions.  Complex matrices (c64, c128) follow zlarfg/zgeqr2/zung2r, in complex double:
- * beta = -sign(re alpha) * |(alpha, s)| is real, tau = ((beta - re alpha) - i im alpha) / beta,
- * H = I - tau v v^H, R = H^H ... applied from the left (so with conj(tau)), Q = H_0 H_1 ...;
- * a column is left alone (tau 0) only when s is 0 and alpha is real: a complex alpha alone is
- * still reflected, which makes every diagonal element of R real, as LAPACK's are.
+ * s) (sign(0) = +1, the norm scaled as LAPACK's dnrm2 scales it, so that no square under- or
+ * overflows), tau = (beta - alpha) / beta, v = x / (alpha - beta) with v[j] = 1; when the
+ * elements below alpha are all 0 the column is left as it is (tau 0).  It is computed column
+ * by column (XLA blocks the columns, which changes only the rounding), in double, on any float
+ * type, over leading batch dimensions.  Complex matrices (c64, c128) follow
+ * zlarfg/zgeqr2/zung2r, in complex double: beta = -sign(re alpha) * |(alpha, s)| is real,
+ * tau = ((beta - re alpha) - i im alpha) / beta, H = I - tau v v^H, R = H^H ... applied from
+ * the left (so with conj(tau)), Q = H_0 H_1 ...; a column is left alone (tau 0) only when s is
+ * 0 and alpha is real: a complex alpha alone is still reflected, which makes every diagonal
+ * element of R real, as LAPACK's are.
  */
 #include <complex.h>
 #include <math.h>
@@ -44,13 +46,30 @@ static void put_c(prog_dtype t, void* p, int64_t i, double complex z) {
 static void qr_one(double* a, double* taus, int64_t m, int64_t n) {
   int64_t k = m < n ? m : n;
   for (int64_t j = 0; j < k; j++) {
-    double alpha = a[j * n + j], s = 0;
-    for (int64_t i = j + 1; i < m; i++) s += a[i * n + j] * a[i * n + j];
-    if (s == 0) {
+    double alpha = a[j * n + j], big = fabs(alpha);
+    bool below = false;  /* a nonzero (or NaN) element under the diagonal */
+    for (int64_t i = j + 1; i < m; i++) {
+      below = below || a[i * n + j] != 0;
+      big = fmax(big, fabs(a[i * n + j]));
+    }
+    if (!below) {
       taus[j] = 0;
       continue;
     }
-    double beta = (alpha >= 0 ? -1.0 : 1.0) * sqrt(alpha * alpha + s);
+    /* The norm of (alpha, x) scaled by its largest part, as LAPACK's dnrm2 and dlapy2 scale it:
+     * f64 elements below 1e-154 (or above 1e154) would square to 0 (or inf), and the column be
+     * taken as already reduced (or its tau be NaN).  The scale is the power of two 2^-e of big
+     * (big = f 2^e, 1/2 <= f < 1), so scaling is exact: where no square underflows or
+     * overflows, beta is bit for bit the unscaled sqrt(alpha^2 + |x|^2). */
+    int e;
+    frexp(big, &e);
+    double unit = ldexp(1.0, -e), s = 0;
+    for (int64_t i = j + 1; i < m; i++) {
+      double x = a[i * n + j] * unit;
+      s += x * x;
+    }
+    double ua = alpha * unit;
+    double beta = (alpha >= 0 ? -1.0 : 1.0) * ldexp(sqrt(ua * ua + s), e);
     double tau = (beta - alpha) / beta, scale = 1.0 / (alpha - beta);
     for (int64_t i = j + 1; i < m; i++) a[i * n + j] *= scale;  /* v below the diagonal */
     /* the trailing columns: a[:, c] -= tau * v (v . a[:, c]), v = (1, a[j+1:, j]) */
