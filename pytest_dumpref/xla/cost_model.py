@@ -100,7 +100,15 @@ shared with other tenants; pinned single thread):
   the 1 MiB level 2 of an AMD EPYC and fill three quarters of an Intel Xeon's 2 MiB: on the
   Xeon, beside two other engineers' jobs, the floor came out 0.27 ns an element where
   transformer_block's one-op kernels of 64K elements ran 0.13-0.15 (jax's profiler, fastest
-  of 200 calls), and at 16 and 64 rows (768 KiB at most) 0.20 under the same load.
+  of 200 calls), and at 16 and 64 rows (768 KiB at most) 0.20 under the same load.  Since
+  2026-12-05 (later) it is the slope of a chain of 16 one-op multiplies (``calibrate.k_mul_chain``),
+  not of one: on an AMD EPYC the slope of one ``x * y`` a call between 8 and 64 rows came
+  out 0.14-0.23 ns an element (and 0.18-0.26 across claim runs), the chain's 0.124-0.135 at
+  every pair of sizes from 8 to 256 rows, as the profiler timed the kernel (0.13).  At the
+  chain's floor the model prices most programs' extra time below the measured on that
+  machine (median |measured/model - 1| over programs 0.18-0.26 in four runs, most programs
+  above 1; with the single call's floor 0.16 in one, most below 1): which kernels the
+  difference lies in is not found yet (docs/timing-bounds.md).
 * Two paths, two rates: on an Intel Xeon (2 MiB of L2 a core; the stream ``y = 2x`` at 25
   GB/s) ``exp`` alone (XLA's ``wrapped_exponential``) cost 0.54-0.59 ns an element over
   f32[1024, 1024] and ``exp(x) + 0.5`` (a loop fusion of two) 0.43-0.46; ``x / y`` alone

@@ -396,3 +396,18 @@ def test_the_model_listing_names_a_file_it_refuses_and_prices_the_others(softmax
     assert code == 2
     assert "strided slice" in err and "Traceback" not in err
     assert out.startswith(f"{softmax_files[0]}: ") and len(out.splitlines()) == 1
+
+
+def test_the_one_op_floor_is_measured_on_a_chain_of_one_op_kernels():
+    """The floor's calibration kernels compile, without the fusion pass, to ONE_OP_CHAIN
+    one-op loop kernels a call, each over the whole array: the slope's elements are theirs
+    summed (one x * y a call was too small a difference to measure: calibrate.k_mul_chain)."""
+    import jax
+    import numpy as np
+    (prog, args, options), = [calibrate._variants()[f"one-op {r}"] for r in calibrate.ONE_OP_ROWS[:1]]
+    rows = calibrate.ONE_OP_ROWS[0]
+    x = np.ones((rows, 1024), np.float32)
+    hlo = jax.jit(getattr(calibrate, prog)).lower(x, x).compile(compiler_options=options).as_text()
+    kernels = calibrate._census(hlo).kernels
+    assert len(kernels) == calibrate.ONE_OP_CHAIN and all(k.one_op == rows * 1024 for k in kernels)
+    assert prog == "k_mul_chain" and options == {"xla_disable_hlo_passes": "fusion"}

@@ -2217,7 +2217,7 @@ CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 
 COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the programs studied
 
-ONE_OP_ROWS = (16, 64)                        # x * y, 3 arrays of 64-256 KiB: in L2 (1-2 MiB)
+ONE_OP_ROWS = (16, 64)                        # the chain: x, y, 2 temporaries of 64-256 KiB: in L2
 
 REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 
@@ -2375,13 +2375,13 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
         others = iterations * compute[cost_model.SCALAR_LOOP] + sum(
             n * compute[cost_model.scalar(c)] for c, n in counts.items() if c != cls and cost_model.scalar(c) in compute)
         compute[rate] = max(body - others, 1e-12) / counts[cls]
-    # a one-op loop kernel's cost per element (cost_model's docstring): x * y, the slope
-    # between two sizes whose arrays stay in the level-2 cache, so that neither the call's
-    # fixed cost nor memory time enters it (it is the larger of this and the memory time)
+    # a one-op loop kernel's cost per element (cost_model's docstring): a chain of x * y, the
+    # slope between two sizes whose buffers stay in the level-2 cache, so that neither the
+    # call's fixed cost nor memory time enters it (it is the larger of this and the memory time)
     small, large = (f"one-op {r}" for r in ONE_OP_ROWS)
-    elements = [max(k.one_op for k in _census(v[n].hlo_text).kernels) for n in (small, large)]
+    elements = [sum(k.one_op for k in _census(v[n].hlo_text).kernels) for n in (small, large)]
     if not elements[1] > elements[0] > 0:
-        raise RuntimeError(f"calibration: x * y compiled to no one-op loop kernel ({elements})")
+        raise RuntimeError(f"calibration: the chain of x * y compiled to no one-op loop kernel ({elements})")
     compute[cost_model.ONE_OP] = max(med[large] - med[small], 1e-12) / (elements[1] - elements[0])
     base.compute = compute
     return base
