@@ -74,7 +74,10 @@ def test_a_dump_folder_is_priced_module_by_module_with_the_kernels_ir(dump, tmp_
     assert [g["module"] for g in got] == ["jit_tanh", "jit_pad_tanh", "jit_double"]
     assert all(g["buffer_assignment"] for g in got)
     (pad,) = got[1]["kernels"]
-    assert pad["regime"] == "compute (tanh, scalar loop)", pad
+    if calibrate.kernel_irs(_module(dump, "pad_tanh")):
+        assert pad["regime"] == "compute (tanh, scalar loop)", pad
+    else:   # jaxlib 0.12 dumps no kernel IR (object files): the kernel is priced as vectorised
+        assert "scalar loop" not in pad["regime"] and list(dump.glob("*.jit_pad_tanh.obj-file.*.o")), pad
     # the same folder as text: one table per module, in the same order
     code, out, _ = cost(capsys, dump, "--rates", rates)
     assert code == 0 and [line.split(":")[0] for line in out.splitlines() if line.startswith(str(dump))] \
