@@ -839,13 +839,14 @@ def extra_time_goal_rows(run, model: list, goal: dict) -> list:
             {"error": f"programs whose extra time the run resolves (its standard uncertainty at most "
                       f"{RESOLVED_SHARE:.0%} of the model's)", "this run": varies(f"{e['resolved']} of {len(model)}"),
              "goal": ""}]
-    if e["resolved worst"] is not None:
-        worst, name = e["resolved worst"]
-        rows.append({"error": "of those, worst |measured/model - 1|", "this run": varies(f"{worst:.3f} ({name})"),
-                     "goal": goal["worst"]})
-    rows += [{"error": f"not resolved: {name}, extra measured against the model (us)",
-              "this run": varies(f"{m * 1e6:.1f} ± {noise * 1e6:.1f} against {p * 1e6:.1f}"), "goal": ""}
-             for name, m, noise, p in e["unresolved"]]
+    # One row each, whatever the run resolves, so that every run renders the same lines
+    # (which programs the run resolves moves with its noise)
+    worst = e["resolved worst"]
+    rows.append({"error": "of those, worst |measured/model - 1|",
+                 "this run": varies(f"{worst[0]:.3f} ({worst[1]})" if worst else "(none)"), "goal": goal["worst"]})
+    rows.append({"error": "not resolved: extra measured against the model (us)", "this run": varies("; ".join(
+        f"{name} {m * 1e6:.1f} ± {noise * 1e6:.1f} against {p * 1e6:.1f}" for name, m, noise, p in e["unresolved"])
+        or "(none)"), "goal": ""})
     return rows
 
 

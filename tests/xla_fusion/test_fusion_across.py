@@ -170,7 +170,7 @@ def test_program_times_state_the_model_against_its_goals():
                      ["programs whose extra time the run resolves (its standard uncertainty at most 10% of "
                       "the model's)", "1 of 2", ""],
                      ["of those, worst |measured/model - 1|", "0.200 (softmax)", 0.25],
-                     ["not resolved: gelu, extra measured against the model (us)", "3.0 ± 0.5 against 2.0", ""]]
+                     ["not resolved: extra measured against the model (us)", "gelu 3.0 ± 0.5 against 2.0", ""]]
 
 
 def test_program_times_record_the_figure_tables_and_listings(tmp_path):
