@@ -82,13 +82,21 @@ def _print_rates(rates, seconds: float) -> None:
               f"{row['predicted us']:9.1f} us ({row['measured/predicted']:.3f})")
 
 
-def run_calibrate(args) -> int:
+def _calibrate(**options):
+    """calibrate.calibrate's (rates, result, seconds), or None after saying on stderr why it failed."""
     from ..timing import TimingError
     try:
-        rates, _, seconds = cal.calibrate(rounds=args.rounds)
+        return cal.calibrate(**options)
     except TimingError as e:
         print(f"error: calibration failed: {e}", file=sys.stderr)
+        return None
+
+
+def run_calibrate(args) -> int:
+    calibrated = _calibrate(rounds=args.rounds)
+    if calibrated is None:
         return EXIT_BAD_INPUT
+    rates, _, seconds = calibrated
     cal.save(rates, args.out)
     _print_rates(rates, seconds)
     print(f"rates written to {args.out}")
@@ -193,14 +201,9 @@ def _load_rates(args):
         except (OSError, ValueError, TypeError, KeyError) as e:
             print(f"error: {path}: not a rates file from 'calibrate' ({e})", file=sys.stderr)
             return None
-    from ..timing import TimingError
     print(f"no rates file: calibrating now (save them with 'calibrate', default {DEFAULT_RATES})", file=sys.stderr)
-    try:
-        rates, _, _ = cal.calibrate()
-    except TimingError as e:
-        print(f"error: calibration failed: {e}", file=sys.stderr)
-        return None
-    return rates, "measured now"
+    calibrated = _calibrate()
+    return None if calibrated is None else (calibrated[0], "measured now")
 
 
 def run_cost(args) -> int:
