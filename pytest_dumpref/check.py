@@ -10,6 +10,7 @@ numbers and hashes must agree with the run's.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
@@ -155,7 +156,7 @@ def _judge_slot(slot, shown: str, now: str, rule: measured.Rule):
     parsed = _parse_measured(shown)
     if parsed is None or _NUMBER.sub("#", shown) != _NUMBER.sub("#", now):
         return f"{slot.what} differs", None
-    verdict = measured.judge(parsed[0], parsed[1], slot.value, slot.noise, rule)
+    verdict = measured.judge(parsed[0], parsed[1], slot.value, slot.noise, rule, slot.unit)
     if verdict.outcome == measured.INCOMPATIBLE:
         return MeasuredMismatch(
             f"{slot.what} does not reproduce: {shown} in the file and {now} in this run are "
@@ -229,8 +230,10 @@ class Result:
 
 
 def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this run",
-                  rule: measured.Rule = measured.Rule()) -> Result:
-    """Align the file's lines with the rendered ones and name every line that does not reproduce."""
+                  rule: measured.Rule = measured.Rule(), speeds: dict | None = None) -> Result:
+    """Align the file's lines with the rendered ones and name every line that does not reproduce.
+    ``speeds``: node id -> :class:`measured.Speed` of the claims whose rulers agreed (their
+    times are judged at that speed)."""
     diffs: list[Difference] = []
     accepted: list = []
     margins: list[Margin] = []
@@ -245,7 +248,9 @@ def compare_lines(file_lines: list[str], fresh: list[Line], source: str = "this 
         for i, j in pairs:
             line_margins: list[Margin] = []
             line_open: list[Inconclusive] = []
-            why, acc = compare_line(file_lines[i], fresh[j], line_margins, line_open, rule)
+            speed = (speeds or {}).get(fresh[j].claim)
+            why, acc = compare_line(file_lines[i], fresh[j], line_margins, line_open,
+                                    dataclasses.replace(rule, speed=speed) if speed else rule)
             last_fresh = fresh[j]
             if why is None:
                 accepted += acc
@@ -296,6 +301,32 @@ def _pair(file_lines, fresh, i1, i2, j1, j2):
 
 
 # -- the data block ------------------------------------------------------------------------
+
+def rulers(record: dict) -> dict:
+    """A claim's rulers: ``(table title, row's first cell, column) -> cell`` for every
+    measured cell of its tables marked ``ruler`` (the times that measure the machine)."""
+    out = {}
+    for item in record.get("evidence", []):
+        if item.get("kind") != "table":
+            continue
+        for row in item.get("rows") or []:
+            for column, cell in zip(item.get("header") or [], row):
+                if isinstance(cell, dict) and cell.get("ruler") and cell.get("noise") is not None:
+                    out[(item.get("title"), str(row[0]), column)] = cell
+    return out
+
+
+def claim_speed(written: dict, record: dict,
+                rule: measured.Rule = measured.Rule()) -> tuple[measured.Speed | None, str | None]:
+    """The re-run's speed against the file's from the rulers both runs of one claim hold
+    (:func:`measured.common_speed`), and why in words; (None, None) when the claim times no
+    rulers."""
+    w, n = rulers(written), rulers(record)
+    both = [(w[k]["value"], w[k]["noise"], n[k]["value"], n[k]["noise"]) for k in w if k in n]
+    if not both:
+        return None, None
+    return measured.common_speed(both, rule)
+
 
 def compare_values(nodeid: str, written: dict, record: dict,
                    rule: measured.Rule = measured.Rule()) -> list[tuple[str, str]]:

@@ -95,10 +95,14 @@ def finding_names(finding: str) -> list[str]:
     return FINDING_FIELD.findall(finding)
 
 
-def measured(value: Any, noise: Any) -> dict:
+def measured(value: Any, noise: Any, *, unit: str | None = None, ruler: bool = False) -> dict:
     """A table cell that is a measured value with its noise (one sigma, the value's unit): the
-    check judges it as it judges ``evidence.number(..., noise=)``."""
-    return MEASURED.make(value, noise)
+    check judges it as it judges ``evidence.number(..., noise=)``.  ``unit`` (the column's
+    header may already show it) lets the check judge a time at the machine's speed;
+    ``ruler=True`` marks a time that measures the machine, not the claim (a calibration
+    kernel timed beside the programs): a claim's rulers give that speed (see
+    :mod:`pytest_dumpref.measured`)."""
+    return MEASURED.make(value, noise, unit, ruler)
 
 
 def varies(value: Any) -> dict:

@@ -47,7 +47,7 @@ from . import measured as _measured
 from .markdown import (Out, Var, asset_name, assets_dir_name, bound_text, evidence_dir, fence,
                        folded, format_number, link_text, md_cell, measured_text, percent,
                        prose, tolerance_text)
-from .measured import parse_bound, within_bound
+from .measured import TIME_UNITS, parse_bound, speed_exponent, within_bound
 
 # Long evidence folds into <details>: a numbers table of more than NUMBERS_FOLD rows, another
 # table of more than TABLE_FOLD, an excerpt of more than EXCERPT_FOLD lines (a claim can say
@@ -140,6 +140,7 @@ class CellKind:
     """A table cell that is more than a plain value: a dict ``{"value": v, <key>: ...}``."""
     name: ClassVar[str] = ""
     key: ClassVar[str] = ""          # the dict key that tells this kind of cell
+    optional: ClassVar[tuple[str, ...]] = ()   # further keys a cell of this kind may hold
 
     def matches(self, cell: Any) -> bool:
         return isinstance(cell, dict) and self.key in cell
@@ -154,19 +155,26 @@ class CellKind:
 class MeasuredCell(CellKind):
     """A measured value with its noise (one sigma, the value's unit): the check judges it as
     it judges ``evidence.number(..., noise=)``."""
-    name, key = "measured", "noise"
+    name, key, optional = "measured", "noise", ("unit", "ruler")
 
-    def make(self, value: Any, noise: Any) -> dict:
+    def make(self, value: Any, noise: Any, unit: str | None = None, ruler: bool = False) -> dict:
         v = plain(value)
         if isinstance(v, float) and not math.isfinite(v):
             raise ClaimError(f"measured: the value is not finite: {v}")
-        return {"value": v, "noise": noise_of("measured", noise)}
+        if ruler and speed_exponent(unit) != 1:
+            raise ClaimError(f"measured: a ruler is a time (unit one of {', '.join(TIME_UNITS)}), got unit {unit!r}")
+        cell = {"value": v, "noise": noise_of("measured", noise)}
+        if unit is not None:
+            cell["unit"] = str(unit)
+        if ruler:
+            cell["ruler"] = True
+        return cell
 
     def text(self, cell: dict) -> str:
         return measured_text(cell["value"], cell["noise"], None)
 
     def piece(self, text: str, cell: dict, what: str) -> Var:
-        return Var(text, "measured", cell["value"], what=what, noise=cell["noise"])
+        return Var(text, "measured", cell["value"], what=what, noise=cell["noise"], unit=cell.get("unit"))
 
 
 class BoundedCell(CellKind):
@@ -194,7 +202,7 @@ class VariesCell(CellKind):
 
 MEASURED, BOUNDED, VARIES = MeasuredCell(), BoundedCell(), VariesCell()
 CELLS: tuple[CellKind, ...] = (MEASURED, BOUNDED, VARIES)
-_CELL_KEYS = [{"value", c.key} for c in CELLS]
+_CELL_KEYS = [({"value", c.key}, {"value", c.key, *c.optional}) for c in CELLS]
 
 
 def cell_kind(cell: Any) -> CellKind | None:
@@ -205,7 +213,7 @@ def cell_value(c: Any) -> Any:
     """A table cell as recorded: JSON scalars, a cell kind's dict, or the text of anything else."""
     if c is None or isinstance(c, (str, bool)):
         return c
-    if isinstance(c, dict) and set(c) in _CELL_KEYS:
+    if isinstance(c, dict) and any(needed <= set(c) <= allowed for needed, allowed in _CELL_KEYS):
         return dict(c)
     try:
         return plain(c)
@@ -423,7 +431,7 @@ class Number(Kind):
         what = what or f"number {n['name']!r}"
         if n.get("noise") is not None:
             return (Var(measured_text(n["value"], n["noise"], n.get("unit")), "measured", n["value"],
-                        what=what, noise=n["noise"]), "measured (± its noise)")
+                        what=what, noise=n["noise"], unit=n.get("unit")), "measured (± its noise)")
         if n.get("bound") is not None:
             return (Var(format_number(n["value"], n.get("unit")), "bound", n["value"], what=what,
                         bound=tuple(n["bound"])),
@@ -467,7 +475,7 @@ class Number(Kind):
                                          f"{item['value']!r}{unit} is not {op} {limit!r}, its bound"))
                 continue
             if w.get("noise") is not None and n.get("noise") is not None:
-                verdict = _measured.judge(w["value"], w["noise"], n["value"], n["noise"], rule)
+                verdict = _measured.judge(w["value"], w["noise"], n["value"], n["noise"], rule, w.get("unit"))
                 if verdict.outcome == _measured.INCOMPATIBLE:
                     problems.append((name, f"number {name!r} does not reproduce: write-up says {w['value']!r} ± "
                                      f"{w['noise']!r}{unit}, this run measured {n['value']!r} ± {n['noise']!r}{unit}"))

@@ -31,6 +31,7 @@ class Slot:
     what: str = ""                 # for messages: "number 'time'", "chip", "commit"
     noise: float | None = None     # measured: the run's noise (one sigma); judged by measured.judge
     bound: tuple | None = None     # bound: (operator, limit)
+    unit: str | None = None        # measured: the value's unit (a time is judged at the claim's speed)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Var:
     what: str = ""
     noise: float | None = None
     bound: tuple | None = None
+    unit: str | None = None
 
 
 class Out:
@@ -68,7 +70,7 @@ class Out:
         for p in pieces:
             if isinstance(p, Var):
                 slots.append(Slot(len(text), len(text) + len(p.text), p.rule, p.value, p.rel, p.abs, p.what,
-                                  p.noise, p.bound))
+                                  p.noise, p.bound, p.unit))
                 text += p.text
             else:
                 text += str(p)

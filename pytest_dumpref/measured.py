@@ -17,6 +17,21 @@ u_run**2)``, a re-run is
   so a pass would say nothing (the check then re-runs the claim in a fresh process);
 - **compatible** otherwise.
 
+**The machine's speed.**  A shared machine changes speed as a whole: a README timing example
+rendered in a slow stretch and checked 10 s later gave every time at 0.65 of the file's, its
+8-element dispatch kernel (11.83 -> 7.65 us) as much as its program (169.9 -> 111.6 us); no floor
+that still fails a doubled value holds that.  So a claim may time *rulers* beside its programs
+(the timing fixture's calibration kernels: a y=2x stream and the same kernel over 8 elements),
+cells marked ``ruler`` that measure the machine, not the claim.  When a claim has at least two
+rulers, all of one sign, that agree with each other (the ratio of each re-run to its file value
+within the rule of any other's), their geometric mean ratio is the re-run's :class:`Speed`
+against the file's, and each of the claim's values with a unit of time (``s``, ``ms``, ``us``,
+``ns``) is judged against its file value times that speed (a rate, ``.../s``, divided by it),
+the speed's own noise added to the file value's.  A value edited by hand moves alone and still
+fails; a ruler edited by hand disagrees with the other rulers, and then no speed is applied.
+A speed beyond the ``resolution`` (the machine at under half or over twice the file's) is
+not applied either: there a run cannot be told from a file whose times were all doubled.
+
 A *bound* is different: a figure the claim asserts to be under (or over) a limit (an error
 against a reference, a noise level) is checked against that limit, in the file and in the
 run, not against the last run's value.
@@ -27,6 +42,32 @@ import math
 from dataclasses import dataclass
 
 COMPATIBLE, INCOMPATIBLE, INCONCLUSIVE = "compatible", "incompatible", "inconclusive"
+# Units whose values scale with the machine's speed: a time by it, a rate by its inverse.
+TIME_UNITS = ("s", "ms", "us", "µs", "ns")
+
+
+def speed_exponent(unit: str | None) -> int:
+    """How a value in ``unit`` scales with the time a machine takes: 1 for a time, -1 for a
+    rate (``GB/s``, ``1/s``), 0 for anything else (a ratio, a count, bytes)."""
+    if not unit:
+        return 0
+    if unit in TIME_UNITS:
+        return 1
+    return -1 if unit.endswith("/s") else 0
+
+
+@dataclass(frozen=True)
+class Speed:
+    """How long the re-run's machine took against the file's, from a claim's rulers: a time
+    of the re-run is ``factor`` times the file's.  ``sigma`` is its relative standard
+    uncertainty (from the rulers' own noise, carried through their geometric mean)."""
+    factor: float
+    sigma: float
+    rulers: int
+
+    def __str__(self) -> str:
+        return (f"its rulers ran at {self.factor:.2f} of the file's time (the geometric mean of "
+                f"{self.rulers}, ± {self.sigma:.1%})")
 # a value measured on another machine than the file's: shown beside it, not judged
 CONTEXT = "another machine"
 
@@ -56,6 +97,9 @@ class Rule:
     # 26 GB/s on an Intel Xeon (2 MiB level 2), so elsewhere the measured values are context,
     # reported side by side; the claims' own assertions and bounds decide there.
     same_machine: bool = True
+    # The re-run's speed against the file's, for the claim being judged (see Speed): set per
+    # claim by the check, None where the claim has no rulers that agree.
+    speed: Speed | None = None
 
     def sentence(self) -> str:
         return (f"A measured value is shown as *value ± noise*, the noise being the run's own "
@@ -66,7 +110,11 @@ class Rule:
                 f"that lies further, once a re-run of its claim in a fresh process confirms it; and when those sigmas are too wide to tell a value from "
                 f"{self.resolution:g} times or 1/{self.resolution:g} of it, the comparison is "
                 f"inconclusive, the claim is re-run in a fresh process (up to {self.reruns} times) "
-                f"and a comparison that stays inconclusive fails as such. A value marked with a "
+                f"and a comparison that stays inconclusive fails as such. Where a claim times "
+                f"rulers beside its programs (kernels that measure the machine: the timing "
+                f"tables' calibration rows) and they agree that the whole machine ran faster or "
+                f"slower, by less than a factor of {self.resolution:g}, each of its times is judged "
+                f"against the written one scaled by that speed. A value marked with a "
                 f"bound (≤ or ≥) is checked against its bound, not against this run's value. On "
                 f"another machine than this file's (the environment's machine fields differ), "
                 f"measured values are shown beside the file's and not judged: there each claim's "
@@ -86,27 +134,65 @@ class Verdict:
 
 
 def judge(written: float, written_noise: float, now: float, now_noise: float,
-          rule: Rule = Rule()) -> Verdict:
-    """The verdict on a re-run value ``now`` against the ``written`` one."""
+          rule: Rule = Rule(), unit: str | None = None) -> Verdict:
+    """The verdict on a re-run value ``now`` against the ``written`` one (in ``unit``: a time
+    or a rate is judged at ``rule.speed``, when the claim has one)."""
     written_noise, now_noise = abs(written_noise), abs(now_noise)
     if not rule.same_machine:
         return Verdict(CONTEXT, 0.0, 0.0)
     if written == now:
         return Verdict(COMPATIBLE, 0.0, 0.0)
+    e = speed_exponent(unit) if rule.speed is not None else 0
+    speed_sigma = 0.0
+    if e and rule.speed is not None:
+        f = rule.speed.factor ** e
+        written, written_noise = written * f, written_noise * f
+        speed_sigma = abs(e) * rule.speed.sigma
     if written * now > 0:   # one sign: a factor is what matters
-        u_w = math.hypot(written_noise / abs(written), rule.floor)
+        u_w = math.hypot(written_noise / abs(written), rule.floor, speed_sigma)
         u_n = math.hypot(now_noise / abs(now), rule.floor)
         sigma = math.hypot(u_w, u_n)
         distance = abs(math.log(now / written))
         wide = rule.sigmas * sigma > math.log(rule.resolution)
     else:                   # zero or a change of sign: on the linear scale
         scale = max(abs(written), abs(now))
-        sigma = math.sqrt(written_noise ** 2 + now_noise ** 2 + 2 * (rule.floor * scale) ** 2)
+        sigma = math.sqrt(written_noise ** 2 + now_noise ** 2 + 2 * (rule.floor * scale) ** 2
+                          + (speed_sigma * written) ** 2)
         distance = abs(now - written)
         wide = rule.sigmas * sigma > (rule.resolution - 1) * scale
     if distance > rule.sigmas * sigma:
         return Verdict(INCOMPATIBLE, rule.sigmas * sigma, distance)
     return Verdict(INCONCLUSIVE if wide else COMPATIBLE, rule.sigmas * sigma, distance)
+
+
+def common_speed(rulers: list[tuple[float, float, float, float]],
+                 rule: Rule = Rule()) -> tuple[Speed | None, str]:
+    """The re-run's speed from a claim's rulers, each ``(written, written_noise, now,
+    now_noise)`` in a unit of time, or None; and why, in words.  None when there are fewer
+    than two, when any is not a positive time, when two of them disagree by more than the rule
+    allows one value (a ruler edited by hand, or a load that slowed memory and not the core),
+    or when the speed is beyond the rule's resolution."""
+    if len(rulers) < 2:
+        return None, f"{len(rulers)} ruler{'' if len(rulers) == 1 else 's'}: at least 2 are needed"
+    if any(w <= 0 or n <= 0 for w, _, n, _ in rulers):
+        return None, "a ruler is not a positive time"
+    logs = [math.log(n / w) for w, _, n, _ in rulers]
+    # each ruler's relative sigma in one run: its noise and the floor, as judge() has it
+    us = [math.hypot(math.hypot(wn / w, rule.floor), math.hypot(nn / n, rule.floor)) for w, wn, n, nn in rulers]
+    for i in range(len(rulers)):
+        for j in range(i + 1, len(rulers)):
+            if abs(logs[i] - logs[j]) > rule.sigmas * math.hypot(us[i], us[j]):
+                return None, (f"its rulers disagree: one ran at {math.exp(logs[i]):.2f} of the file's "
+                              f"time, another at {math.exp(logs[j]):.2f}")
+    k = len(rulers)
+    log_factor = sum(logs) / k
+    if abs(log_factor) >= math.log(rule.resolution):
+        return None, (f"its rulers ran at {math.exp(log_factor):.2f} of the file's time, beyond a factor "
+                      f"of {rule.resolution:g}")
+    # the geometric mean's uncertainty from the rulers' own noise (the floor stays with each value)
+    sigma = math.sqrt(sum((wn / w) ** 2 + (nn / n) ** 2 for w, wn, n, nn in rulers)) / k
+    speed = Speed(math.exp(log_factor), sigma, k)
+    return speed, str(speed)
 
 
 BOUND_OPS = {"<=": lambda v, b: v <= b, ">=": lambda v, b: v >= b,

@@ -123,6 +123,8 @@ class DumprefSession:
         self.check_result: check.Result | None = None
         self.machine: list[str] = []
         self.reruns: list[str] = []             # what each fresh-process re-run of a check decided
+        self.speeds: list[str] = []             # the claims judged at their rulers' speed, and at which
+        self.speed_problems: list[str] = []     # the claims whose rulers gave no speed, and why
 
     # -- per test ---------------------------------------------------------------------
     def new_record(self, nodeid: str, claim: tuple, provenance: Provenance | None,
@@ -285,11 +287,15 @@ class DumprefSession:
             if d.line not in seen:
                 seen.add(d.line)
                 result.differences.append(d)
+        speeds = self._speeds(written, rule)
+        for nodeid, speed in sorted(speeds.items()):
+            self.speeds.append(f"claim {nodeid}: {speed}; its times are judged at that speed")
         for nodeid, rec in self.records.items():
             w = written["claims"].get(nodeid)
             if w is None:
                 continue
-            for what, problem in check.compare_values(nodeid, w, rec, rule):
+            claim_rule = dataclasses.replace(rule, speed=speeds[nodeid]) if nodeid in speeds else rule
+            for what, problem in check.compare_values(nodeid, w, rec, claim_rule):
                 line = _line_of(written["lines"], nodeid, what)
                 if line not in seen:
                     result.differences.append(check.Difference(line, nodeid, "claim", problem))
@@ -320,7 +326,26 @@ class DumprefSession:
     def _compare(self, written: dict, narrowed: bool, covers, name: str, rule: measured.Rule) -> check.Result:
         records, _ = self.merged(written, narrowed, covers)
         fresh = writeup.render_lines(records, self.environment(), self.config, name)
-        return check.compare_lines(written["lines"], fresh, rule=rule)
+        return check.compare_lines(written["lines"], fresh, rule=rule, speeds=self._speeds(written, rule))
+
+    def _speeds(self, written: dict, rule: measured.Rule) -> dict:
+        """node id -> measured.Speed for each claim of this run whose rulers agree on how fast
+        the machine ran against the file's; a claim whose rulers do not agree is named in the
+        report (its times are then judged as they are)."""
+        speeds: dict[str, measured.Speed] = {}
+        self.speed_problems = []
+        if not rule.same_machine:
+            return speeds
+        for nodeid, rec in self.records.items():
+            w = written["claims"].get(nodeid)
+            if w is None:
+                continue
+            speed, why = check.claim_speed(w, rec, rule)
+            if speed is not None:
+                speeds[nodeid] = speed
+            elif why is not None:
+                self.speed_problems.append(f"claim {nodeid}: no speed applied, {why}")
+        return speeds
 
     def _rerun(self, nodeids: list[str]) -> dict[str, dict]:
         """Run ``nodeids`` again in a fresh pytest process and return their records (those that
@@ -451,6 +476,10 @@ class DumprefSession:
                          f"{len(self.records) - n_ok} not established in this run)")
         lines += self.notes
         lines += [f"dumpref: {r}" for r in self.reruns]
+        if self.speeds or self.speed_problems:
+            lines.append("dumpref: the machine's speed against the write-up's, from each claim's rulers "
+                         "(the calibration kernels timed beside its programs):")
+            lines += [f"  {x}" for x in self.speeds + self.speed_problems]
         if self.written is not None and self.check_result is not None:
             accepted = sorted({what for what, _, _ in self.check_result.accepted})
             if accepted:

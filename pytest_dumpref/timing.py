@@ -80,6 +80,7 @@ DISPATCH = "calibration: dispatch y=2x over 8 elements"
 # the last-level cache several times over: the bandwidth of data that is not in cache.
 STREAM_COLD = "calibration: stream y=2x, inputs not in cache"
 COLD_INPUT_BYTES = 128 * 2 ** 20
+CALIBRATION_KERNELS = (STREAM, DISPATCH, STREAM_COLD)
 
 
 class TimingError(RuntimeError):
@@ -262,8 +263,13 @@ class TimingResult:
 
     def table(self) -> list:
         """Rows for evidence.table: one per variant; per round its fastest call, then the
-        median over rounds and its noise (claims.measured: the check judges it by that)."""
-        return [{"variant": v.name, "us/call": measured_cell(v.median * 1e6, v.noise * 1e6),
+        median over rounds and its noise (claims.measured: the check judges it by that).  The
+        calibration kernels' times are rulers: they measure the machine, and when they agree
+        that a re-run's machine ran slower or faster as a whole, the check judges the other
+        times at that speed."""
+        return [{"variant": v.name,
+                 "us/call": measured_cell(v.median * 1e6, v.noise * 1e6, unit="us",
+                                          ruler=v.name in CALIBRATION_KERNELS),
                  "bytes accessed": int(v.bytes_accessed)}
                 for v in self.variants.values()]
 
@@ -604,10 +610,10 @@ def statistic_listing(comparisons: list, across: dict | None = None) -> str:
             "import json, math, statistics, sys\n"
             "from dataclasses import dataclass, field\n\n"
             + "\n".join(f"{name} = {globals()[name]!r}" for name in ("STREAM", "DISPATCH", "STREAM_COLD",
-                                                                    "ALLOCATOR_ENV"))
+                                                                    "CALIBRATION_KERNELS", "ALLOCATOR_ENV"))
             + "\n\n\nclass TimingError(RuntimeError):\n    pass\n\n\n"
-            "def measured_cell(value, noise):   # pytest_dumpref.claims.measured: a cell and its noise\n"
-            "    return {'value': value, 'noise': noise}\n\n\n"
+            "def measured_cell(value, noise, unit=None, ruler=False):   # pytest_dumpref.claims.measured\n"
+            "    return {'value': value, 'noise': noise, 'unit': unit, 'ruler': ruler}\n\n\n"
             + inspect.getsource(median_noise) + "\n\n"
             + inspect.getsource(VariantTiming) + "\n\n" + inspect.getsource(TimingResult)
             + ("\n\n" + inspect.getsource(spearman) if across is not None else "")
