@@ -15,11 +15,11 @@ import re
 import sys
 from pathlib import Path
 
+from . import EXIT_BAD_INPUT
 from . import calibrate as cal
 from . import cost_model
 
 DEFAULT_RATES = "dumpref-rates.json"
-EXIT_BAD_INPUT = 2
 CPU_SUFFIX = ".cpu_after_optimizations.txt"
 OPTIMIZED = "*" + CPU_SUFFIX
 # What the predicted times are: timing.py's method, which calibrate's rates are measured with.
@@ -158,38 +158,36 @@ def _files(path: Path) -> list:
 
 
 def _price(f: Path, rates):
-    """(program, prediction, buffer assignment text or None) of one optimized module file;
+    """(prediction, buffer assignment text or None) of one optimized module file;
     raises ValueError (HloParseError, CostModelError, _Refused) or OSError."""
     _check_optimized(f)
     text, ba_text = cal.read_optimized(f)
     program = cost_model.analyse(text, ba_text, source=str(f), scalar_kernels=cal.scalar_kernels(f))
-    return program, cost_model.predict(program, rates), ba_text
+    return cost_model.predict(program, rates), ba_text
 
 
-def _dispatch(program, rates) -> tuple:
-    """("inline" or "worker thread", why): the dispatch ``cost_model.predict`` charged
-    ``program`` (cost_model's docstring: PJRT's CPU client runs a call on the calling thread
-    below ``ASYNC_MIN_OPS`` flops, on its worker thread from there on)."""
-    flops, limit = program.operations, cost_model.ASYNC_MIN_OPS
-    if flops >= limit:
-        return "worker thread", (f"{flops:,.0f} flops, at least {limit:,}: PJRT's CPU client hands the call to "
-                                 f"its worker thread (inline would be {rates.dispatch_inline_s * 1e6:.1f} us)")
-    return "inline", (f"{flops:,.0f} flops (transcendentals not counted), under {limit:,}: PJRT's CPU client "
-                      f"runs the call on the calling thread (on its worker thread: "
-                      f"{rates.dispatch_async_s * 1e6:.1f} us)")
+def _dispatch_why(pred, rates) -> str:
+    """Why ``cost_model.predict`` charged ``pred`` the dispatch it did (cost_model's docstring:
+    PJRT's CPU client runs a call on the calling thread below ``ASYNC_MIN_OPS`` flops, on its
+    worker thread from there on)."""
+    limit = cost_model.ASYNC_MIN_OPS
+    if pred.dispatch == cost_model.WORKER:
+        return (f"{pred.flops:,.0f} flops, at least {limit:,}: PJRT's CPU client hands the call to "
+                f"its worker thread (inline would be {rates.dispatch_inline_s * 1e6:.1f} us)")
+    return (f"{pred.flops:,.0f} flops (transcendentals not counted), under {limit:,}: PJRT's CPU client "
+            f"runs the call on the calling thread (on its worker thread: {rates.dispatch_async_s * 1e6:.1f} us)")
 
 
-def _print_prediction(f: Path, program, pred, ba_text, rates) -> None:
+def _print_prediction(f: Path, pred, ba_text, rates) -> None:
     print(f"{f}: {pred.module}, {len(pred.kernels)} kernels"
           + ("" if ba_text is not None else " (no buffer assignment: one buffer per instruction)"))
     print(f"  {'kernel':<36} {'kind':<8} {'us':>9} {'memory':>9} {'compute':>9}  regime")
     for k in pred.kernels:
         print(f"  {k.name:<36} {k.kind:<8} {k.seconds * 1e6:9.1f} {k.memory_s * 1e6:9.1f} "
               f"{k.compute_s * 1e6:9.1f}  {k.regime}")
-    where, why = _dispatch(program, rates)
-    print(f"  total {pred.total_s * 1e6:.1f} us: dispatch {pred.dispatch_s * 1e6:.1f} us ({where}) and the "
+    print(f"  total {pred.total_s * 1e6:.1f} us: dispatch {pred.dispatch_s * 1e6:.1f} us ({pred.dispatch}) and the "
           "kernels, the first one's launch inside the dispatch")
-    print(f"  dispatch {where}: {why}")
+    print(f"  dispatch {pred.dispatch}: {_dispatch_why(pred, rates)}")
 
 
 def _load_rates(args):
@@ -234,7 +232,7 @@ def run_cost(args) -> int:
             continue
         for f in files:
             try:
-                program, pred, ba_text = _price(f, rates)
+                pred, ba_text = _price(f, rates)
             except (OSError, UnicodeDecodeError) as e:
                 fail(f, f"cannot read: {getattr(e, 'strerror', None) or e}")
                 continue
@@ -245,8 +243,7 @@ def run_cost(args) -> int:
                 fail(f, f"internal error while pricing it ({type(e).__name__}: {e}); please report it with the file")
                 continue
             if args.json:
-                print(json.dumps(dict(pred.as_dict(), file=str(f), buffer_assignment=ba_text is not None,
-                                      flops=program.operations, dispatch=_dispatch(program, rates)[0])))
+                print(json.dumps(dict(pred.as_dict(), file=str(f), buffer_assignment=ba_text is not None)))
             else:
-                _print_prediction(f, program, pred, ba_text, rates)
+                _print_prediction(f, pred, ba_text, rates)
     return EXIT_BAD_INPUT if failed else 0

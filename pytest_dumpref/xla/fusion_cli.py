@@ -15,9 +15,10 @@ import json
 import os
 import sys
 
+from . import EXIT_BAD_INPUT
+
 # Each command imports the analysis it runs when it runs (no circle: they never import this
 # file): `python -m pytest_dumpref` imports every room's command line just to list them.
-EXIT_BAD_INPUT = 2
 
 
 def register(subparsers) -> None:
