@@ -30,7 +30,8 @@ against the file's, and each of the claim's values with a unit of time (``s``, `
 the speed's own noise added to the file value's.  A value edited by hand moves alone and still
 fails; a ruler edited by hand disagrees with the other rulers, and then no speed is applied.
 A speed beyond the ``resolution`` (the machine at under half or over twice the file's) is
-not applied either: there a run cannot be told from a file whose times were all doubled.
+not applied either: there a run cannot be told from a file whose times were all doubled; nor
+is one within its own noise of 1, which would only widen every value's allowance.
 
 A *bound* is different: a figure the claim asserts to be under (or over) a limit (an error
 against a reference, a noise level) is checked against that limit, in the file and in the
@@ -113,7 +114,7 @@ class Rule:
                 f"and a comparison that stays inconclusive fails as such. Where a claim times "
                 f"rulers beside its programs (kernels that measure the machine: the timing "
                 f"tables' calibration rows) and they agree that the whole machine ran faster or "
-                f"slower, by less than a factor of {self.resolution:g}, each of its times is judged "
+                f"slower, beyond their noise and by less than a factor of {self.resolution:g}, each of its times is judged "
                 f"against the written one scaled by that speed. A value marked with a "
                 f"bound (≤ or ≥) is checked against its bound, not against this run's value. On "
                 f"another machine than this file's (the environment's machine fields differ), "
@@ -171,7 +172,8 @@ def common_speed(rulers: list[tuple[float, float, float, float]],
     now_noise)`` in a unit of time, or None; and why, in words.  None when there are fewer
     than two, when any is not a positive time, when two of them disagree by more than the rule
     allows one value (a ruler edited by hand, or a load that slowed memory and not the core),
-    or when the speed is beyond the rule's resolution."""
+    when the speed is beyond the rule's resolution, or when it is within ``sigmas`` of its own
+    noise of the file's (nothing to correct)."""
     if len(rulers) < 2:
         return None, f"{len(rulers)} ruler{'' if len(rulers) == 1 else 's'}: at least 2 are needed"
     if any(w <= 0 or n <= 0 for w, _, n, _ in rulers):
@@ -192,6 +194,10 @@ def common_speed(rulers: list[tuple[float, float, float, float]],
     # the geometric mean's uncertainty from the rulers' own noise (the floor stays with each value)
     sigma = math.sqrt(sum((wn / w) ** 2 + (nn / n) ** 2 for w, wn, n, nn in rulers)) / k
     speed = Speed(math.exp(log_factor), sigma, k)
+    if abs(log_factor) <= rule.sigmas * sigma:
+        # the rulers do not show that the speed changed: applied, the speed would only add
+        # its noise to every value's
+        return None, f"{speed}: within their noise of the file's, so none is applied"
     return speed, str(speed)
 
 
