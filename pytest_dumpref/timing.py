@@ -327,9 +327,9 @@ def median_noise(samples: list) -> float:
     return 1.2533 * ((q[2] - q[0]) / 1.349) / math.sqrt(len(samples))
 
 
-def run_plan(plan: TimingPlan, pythonpath: tuple = ()) -> TimingResult:
-    """Run ``plan`` in a pinned, single-threaded subprocess and return its timings.
-    ``pythonpath``: folders the subprocess imports the plan's programs from."""
+def worker_env(pythonpath: tuple = ()) -> dict:
+    """The environment of a process that runs programs as the timing worker does: XLA single
+    threaded, the CPU backend, one malloc arena whose heap is kept (ALLOCATOR_ENV)."""
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), *filter(None, [env.get("PYTHONPATH")])])
@@ -341,6 +341,13 @@ def run_plan(plan: TimingPlan, pythonpath: tuple = ()) -> TimingResult:
     env["JAX_PLATFORMS"] = "cpu"          # never a plugin device that happens to claim priority
     env["PYTHONHASHSEED"] = "0"
     env.update(ALLOCATOR_ENV)
+    return env
+
+
+def run_plan(plan: TimingPlan, pythonpath: tuple = ()) -> TimingResult:
+    """Run ``plan`` in a pinned, single-threaded subprocess and return its timings.
+    ``pythonpath``: folders the subprocess imports the plan's programs from."""
+    env = worker_env(pythonpath)
     try:
         with one_timing_at_a_time():
             proc = subprocess.run([sys.executable, "-m", "pytest_dumpref.timing"],
