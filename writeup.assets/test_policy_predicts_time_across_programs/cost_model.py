@@ -1579,6 +1579,8 @@ PAGE = 4096
 # Below this many flops a program ran on the calling thread (see the module docstring).
 ASYNC_MIN_OPS = 1024
 
+INLINE, WORKER = "inline", "worker thread"     # the two dispatches, as Prediction names them
+
 class CostModelError(ValueError):
     """The model cannot price a program; the message names the kernels and operations."""
 
@@ -2132,6 +2134,8 @@ class Prediction:
     kernels: list                 # KernelTime, in execution order
     dispatch_s: float
     launch_s: float
+    dispatch: str = INLINE        # which dispatch it charged: INLINE or WORKER (ASYNC_MIN_OPS says)
+    flops: float = 0.0            # the program's flops as XLA counts them, which chose it
 
     @property
     def total_s(self) -> float:
@@ -2139,7 +2143,7 @@ class Prediction:
 
     def as_dict(self) -> dict:
         return {"module": self.module, "total us": self.total_s * 1e6, "dispatch us": self.dispatch_s * 1e6,
-                "kernels": [k.as_dict() for k in self.kernels]}
+                "dispatch": self.dispatch, "flops": self.flops, "kernels": [k.as_dict() for k in self.kernels]}
 
 def predict(program: ProgramCost, rates: Rates) -> Prediction:
     """Price ``program``; raises CostModelError naming every kernel it cannot price."""
@@ -2157,8 +2161,9 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
             regime = f"memory ({rates.level(far.distance)})" if far else "launch"
         times.append(KernelTime(k.name, k.kind, rates.launch_s + max(mem, comp) + faults, mem, comp, faults,
                                 regime, k.nbytes, k.working_set))
-    dispatch = rates.dispatch_async_s if program.operations >= ASYNC_MIN_OPS else rates.dispatch_inline_s
-    return Prediction(program.module, times, dispatch, rates.launch_s)
+    worker = program.operations >= ASYNC_MIN_OPS
+    return Prediction(program.module, times, rates.dispatch_async_s if worker else rates.dispatch_inline_s,
+                      rates.launch_s, WORKER if worker else INLINE, program.operations)
 
 def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "",
                  scalar_kernels: frozenset = frozenset()) -> Prediction:
