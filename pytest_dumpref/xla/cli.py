@@ -87,7 +87,8 @@ def run_traffic(args) -> int:
                 result = _traffic_of(path, args)
             except ValueError as e:  # unreadable, not HLO, or refused: one line, go on
                 message = str(e)
-                if not message.startswith(str(path)):  # e.g. an attribute value gone bad
+                if not message.startswith(str(path)) and not isinstance(e, _OfAnotherFile):
+                    # e.g. an attribute value gone bad
                     message = f"{path}: {message}"
                 result = (None, None, None, message)
             except Exception as e:  # noqa: BLE001 - no traceback reaches a user
@@ -108,6 +109,10 @@ def run_traffic(args) -> int:
     return EXIT_BAD_INPUT if failed else 0
 
 
+class _OfAnotherFile(ValueError):
+    """An error that names the file it is about, which is not the module (its buffer assignment)."""
+
+
 def _traffic_of(path: Path, args):
     """(traffic, buffer assignment path, XLA's error, None) for one file; raises ValueError
     (HloParseError included) naming the file when it cannot be analysed."""
@@ -119,6 +124,16 @@ def _traffic_of(path: Path, args):
     ba_path = Path(args.buffer_assignment) if args.buffer_assignment else \
         _sibling_buffer_assignment(path)
     ba_text = _read(ba_path) if ba_path else None
+    if ba_path and ba_text is not None:
+        # read here first, so that what is wrong with it is said of its own file and line
+        from .traffic import parse_buffer_assignment
+        try:
+            allocations = parse_buffer_assignment(ba_text, source=str(ba_path))
+        except ValueError as e:
+            raise _OfAnotherFile(str(e)) from None
+        if not allocations:
+            raise _OfAnotherFile(f"{ba_path}: a buffer assignment without one allocation (cut short?); "
+                                 f"every optimized module has at least its parameters and output")
     traffic = module_traffic(module, buffer_assignment_text=ba_text)
     xla_error = None
     if not args.no_xla:

@@ -92,6 +92,27 @@ def test_bad_input_is_one_line_naming_the_file(tmp_path, scan_dump, kind):
     assert r.stdout == ""
 
 
+@pytest.mark.parametrize("damage", ["no allocation", "bad value line"])
+def test_a_damaged_buffer_assignment_is_named_by_its_own_file(tmp_path, scan_dump, damage):
+    """The sibling -buffer-assignment.txt is read with the module: what is wrong with it is
+    said of its own file (and line), not of the module's; one with its header and no
+    allocation (cut short) is refused, not read as a program without temporaries."""
+    module = tmp_path / scan_dump.name
+    module.write_text(scan_dump.read_text())
+    ba = tmp_path / scan_dump.name.replace(".txt", "-buffer-assignment.txt")
+    if damage == "no allocation":
+        ba.write_text("BufferAssignment:\n\nTotal bytes used: 0\n")
+    else:
+        ba.write_text("BufferAssignment:\nallocation 0: size 64, parameter 0, shape |f32[16]| at ShapeIndex {}:\n"
+                      " value: <<garbage>>\n")
+    r = run_cli(module, "--no-xla")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {ba}"), r.stderr
+    if damage == "bad value line":
+        assert f"{ba}:3:" in errors[0], errors
+
+
 TRITON_STYLE = """\
 HloModule m
 
