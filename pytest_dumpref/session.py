@@ -123,8 +123,7 @@ class DumprefSession:
         self.check_result: check.Result | None = None
         self.machine: list[str] = []
         self.reruns: list[str] = []             # what each fresh-process re-run of a check decided
-        self.speeds: list[str] = []             # the claims judged at their rulers' speed, and at which
-        self.speed_problems: list[str] = []     # the claims whose rulers gave no speed, and why
+        self.speed_lines: list[str] = []        # per claim with rulers: the speed its times were judged at, or why none
 
     # -- per test ---------------------------------------------------------------------
     def new_record(self, nodeid: str, claim: tuple, provenance: Provenance | None,
@@ -258,7 +257,8 @@ class DumprefSession:
         env = self.environment()
         self.machine = check.machine_differences(written["environment"], env, writeup.machine_fields(self.config))
         rule = dataclasses.replace(self.config.measured, same_machine=not self.machine)
-        result = self._compare(written, narrowed, covers, name, rule)
+        speeds, self.speed_lines = self._speeds(written, rule)
+        result = self._compare(written, narrowed, covers, name, rule, speeds)
         # A measured value whose comparison is inconclusive, or which is incompatible while
         # every other line reproduces, gets its claim re-run in a fresh process: a value doubled
         # by hand stays incompatible there, a run disturbed by its neighbours does not.
@@ -277,7 +277,8 @@ class DumprefSession:
             if not fresh_records:
                 break
             self.records.update(fresh_records)
-            result = self._compare(written, narrowed, covers, name, rule)
+            speeds, self.speed_lines = self._speeds(written, rule)
+            result = self._compare(written, narrowed, covers, name, rule, speeds)
         seen = {d.line for d in result.differences}
         # The data block rendered on its own must give the file exactly: an edit to either shows.
         own = writeup.render_lines(list(written["claims"].values()), written["environment"], self.config, name)
@@ -287,9 +288,6 @@ class DumprefSession:
             if d.line not in seen:
                 seen.add(d.line)
                 result.differences.append(d)
-        speeds = self._speeds(written, rule)
-        for nodeid, speed in sorted(speeds.items()):
-            self.speeds.append(f"claim {nodeid}: {speed}; its times are judged at that speed")
         for nodeid, rec in self.records.items():
             w = written["claims"].get(nodeid)
             if w is None:
@@ -323,19 +321,20 @@ class DumprefSession:
         result.differences.sort(key=lambda d: d.line)
         self.check_result = result
 
-    def _compare(self, written: dict, narrowed: bool, covers, name: str, rule: measured.Rule) -> check.Result:
+    def _compare(self, written: dict, narrowed: bool, covers, name: str, rule: measured.Rule,
+                 speeds: dict) -> check.Result:
         records, _ = self.merged(written, narrowed, covers)
         fresh = writeup.render_lines(records, self.environment(), self.config, name)
-        return check.compare_lines(written["lines"], fresh, rule=rule, speeds=self._speeds(written, rule))
+        return check.compare_lines(written["lines"], fresh, rule=rule, speeds=speeds)
 
-    def _speeds(self, written: dict, rule: measured.Rule) -> dict:
-        """node id -> measured.Speed for each claim of this run whose rulers agree on how fast
-        the machine ran against the file's; a claim whose rulers do not agree is named in the
-        report (its times are then judged as they are)."""
+    def _speeds(self, written: dict, rule: measured.Rule) -> tuple[dict, list[str]]:
+        """(node id -> measured.Speed for each claim of this run whose rulers agree on how fast
+        the machine ran against the file's, the report's line for each claim with rulers: the
+        speed its times are judged at, or why none is applied and they are judged as they are)."""
         speeds: dict[str, measured.Speed] = {}
-        self.speed_problems = []
+        none_applied = []
         if not rule.same_machine:
-            return speeds
+            return speeds, []
         for nodeid, rec in self.records.items():
             w = written["claims"].get(nodeid)
             if w is None:
@@ -344,8 +343,9 @@ class DumprefSession:
             if speed is not None:
                 speeds[nodeid] = speed
             elif why is not None:
-                self.speed_problems.append(f"claim {nodeid}: no speed applied, {why}")
-        return speeds
+                none_applied.append(f"claim {nodeid}: no speed applied, {why}")
+        return speeds, [f"claim {n}: {v}; its times are judged at that speed"
+                        for n, v in sorted(speeds.items())] + none_applied
 
     def _rerun(self, nodeids: list[str]) -> dict[str, dict]:
         """Run ``nodeids`` again in a fresh pytest process and return their records (those that
@@ -476,10 +476,10 @@ class DumprefSession:
                          f"{len(self.records) - n_ok} not established in this run)")
         lines += self.notes
         lines += [f"dumpref: {r}" for r in self.reruns]
-        if self.speeds or self.speed_problems:
+        if self.speed_lines:
             lines.append("dumpref: the machine's speed against the write-up's, from each claim's rulers "
                          "(the calibration kernels timed beside its programs):")
-            lines += [f"  {x}" for x in self.speeds + self.speed_problems]
+            lines += [f"  {x}" for x in self.speed_lines]
         if self.written is not None and self.check_result is not None:
             accepted = sorted({what for what, _, _ in self.check_result.accepted})
             if accepted:

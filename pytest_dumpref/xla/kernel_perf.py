@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import functools
 import json
 import os
 import re
@@ -199,9 +200,6 @@ class KernelProfile:
     def sampled_us(self) -> float:
         return sum(self.symbols.values())
 
-    def library_us(self) -> float:
-        return sum(us for s, us in self.symbols.items() if s.startswith(LIBRARY))
-
 
 def _stem(name: str) -> str:
     return re.sub(r"\.\d+$", "", name)
@@ -302,8 +300,10 @@ def parse_script(text: str) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=1)
 def perf_available() -> str | None:
-    """None when ``perf record`` can sample this user's processes, else why not."""
+    """None when ``perf record`` can sample this user's processes, else why not (asked of
+    perf once a process: every profile needs the answer)."""
     if shutil.which("perf") is None:
         return "perf is not installed (Debian: linux-perf)"
     try:

@@ -2,26 +2,16 @@
 rulers (times that measure the machine, the timing fixture's calibration kernels) give the
 re-run's speed, and its times are judged at that speed; a value edited alone, a ruler edited
 alone, or a speed beyond the rule's resolution still fails."""
-import json
-
 import pytest
+from scripted_runs import READER, script
 
 from pytest_dumpref import measured
 
-# The claim reads its times from a file beside it, so that a fresh-process re-run of the check
-# sees what the test arranged (as in test_measured_check.py).
+# The claim reads its times from a file beside it (scripted_runs.py says why).
 CLAIMS = '''
-import json, pathlib
 import pytest
 from pytest_dumpref.claims import measured
-
-def _measured():
-    here = pathlib.Path(__file__).parent
-    runs = json.loads((here / "runs.json").read_text())
-    n = int((here / "count").read_text()) if (here / "count").exists() else 0
-    (here / "count").write_text(str(n + 1))
-    return runs[min(n, len(runs) - 1)]
-
+''' + READER + '''
 @pytest.mark.claim("Without fusion the program is slower.", title="Extra time")
 @pytest.mark.provenance(dtype="f32", shapes={"x": (512, 512)}, method="timing")
 def test_extra(evidence):
@@ -54,14 +44,10 @@ def project(pytester):
     return pytester
 
 
-def render_then_check(project, written: dict, *now: dict, edit=None):
-    (project.path / "runs.json").write_text(json.dumps([written]))
-    (project.path / "count").unlink(missing_ok=True)
+def render_then_check(project, written: dict, *now: dict):
+    script(project.path, [written])
     project.runpytest("--dumpref-report=writeup.md", "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    if edit:
-        edit(project.path / "writeup.md")
-    (project.path / "runs.json").write_text(json.dumps(list(now)))
-    (project.path / "count").unlink(missing_ok=True)
+    script(project.path, now)
     return project.runpytest("--dumpref-check=writeup.md", "-p", "no:cacheprovider")
 
 

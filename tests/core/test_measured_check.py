@@ -8,24 +8,16 @@ import math
 
 import pytest
 import writeup_files
+from scripted_runs import READER, script
 
 from pytest_dumpref import measured
 
-# The claim reads its measurement from a file beside it, so that a fresh-process re-run of the
-# check (which the test cannot hand an environment variable) sees what the test arranged.
+# The claim reads its measurement from a file beside it (scripted_runs.py says why).
 CLAIMS = '''
-import json, pathlib
 import pytest
 
 PROV = dict(dtype="f32", shapes={"x": (4, 4)}, method="timing")
-
-def _measured():
-    here = pathlib.Path(__file__).parent
-    runs = json.loads((here / "runs.json").read_text())
-    n = int((here / "count").read_text()) if (here / "count").exists() else 0
-    (here / "count").write_text(str(n + 1))
-    return runs[min(n, len(runs) - 1)]
-
+''' + READER + '''
 @pytest.mark.claim("The kernel takes about a millisecond.", title="Kernel time")
 @pytest.mark.provenance(**PROV)
 def test_time(evidence):
@@ -37,9 +29,7 @@ def test_time(evidence):
 
 
 def _runs(pytester, *runs):
-    (pytester.path / "runs.json").write_text(json.dumps(
-        [dict({"t": 1.0, "noise": 0.01, "err": 1e-7}, **r) for r in runs]))
-    (pytester.path / "count").unlink(missing_ok=True)
+    script(pytester.path, [dict({"t": 1.0, "noise": 0.01, "err": 1e-7}, **r) for r in runs])
 
 
 @pytest.fixture
