@@ -503,6 +503,16 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
         f"{FUSED_TIME_ERROR}: {[(n, round(r, 3)) for n, r in t.fused_ratios]}")
     t.record_numbers(evidence, rank_correlation=RANK_CORRELATION, aa_limit=AA_LIMIT, fused_error=FUSED_TIME_ERROR)
     t.record_goals(evidence, EXTRA_TIME_GOAL)
+    evidence.note("Where the model misses (the per-program table's last column and the table by class): the "
+                  "run's worker is sampled by Linux perf (cpu-clock at 4 kHz; pytest_dumpref/xla/kernel_perf.py), "
+                  "and each variant's measured time is spread over its kernels in proportion to their samples "
+                  "in its timed calls, so that a program's miss of its extra time (measured less model) splits "
+                  "exactly into its kernels' misses, in the rounds that measured the model's rates. Kernels of "
+                  "one name share one function and one measured time. 'Outside the kernels' is what a call runs "
+                  "outside XLA's and the library's kernels: the runtime between kernels, the allocator, Python, "
+                  "and the system's interrupts and page faults, whose time grows with the call's; the model "
+                  "charges a call's dispatch and a launch per kernel for it, and its rates, measured on whole "
+                  "calls, carry the rest inside each kernel's price.")
     # The model from the page: its one-file listing, run alone with plain Python on this run's
     # timings and the programs' dumps, prices every program it priced here, to the last bit.
     printed, priced_here = t.record_model_from_the_page(evidence, tmp_path / "model-from-the-page")

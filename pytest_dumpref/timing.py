@@ -344,13 +344,18 @@ def worker_env(pythonpath: tuple = ()) -> dict:
     return env
 
 
-def run_plan(plan: TimingPlan, pythonpath: tuple = ()) -> TimingResult:
+WORKER_COMMAND = (sys.executable, "-m", "pytest_dumpref.timing")
+
+
+def run_plan(plan: TimingPlan, pythonpath: tuple = (), *, command: tuple = WORKER_COMMAND) -> TimingResult:
     """Run ``plan`` in a pinned, single-threaded subprocess and return its timings.
-    ``pythonpath``: folders the subprocess imports the plan's programs from."""
+    ``pythonpath``: folders the subprocess imports the plan's programs from; ``command``: the
+    worker's command line, which reads the plan on its standard input and prints the result
+    (kernel_perf.profile_run's runs :func:`serve` under ``perf record``)."""
     env = worker_env(pythonpath)
     try:
         with one_timing_at_a_time():
-            proc = subprocess.run([sys.executable, "-m", "pytest_dumpref.timing"],
+            proc = subprocess.run(list(command),
                                   input=json.dumps(plan.to_json()), capture_output=True, text=True,
                                   env=env, timeout=plan.timeout_s)
     except subprocess.TimeoutExpired as e:
@@ -752,7 +757,10 @@ def fill(rng, dtype: str, shape: tuple):
     return rng.standard_normal(shape).astype(dtype)
 
 
-def _worker(plan: TimingPlan) -> dict:
+def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) -> dict:
+    # on_compiled: called once every kernel is compiled; call_log: where each timed call's
+    # (variant, start, end, CPU ns) is appended (start and end on perf_counter's clock).
+    # Both for kernel_perf.profile_run, which samples the run with perf.
     # glibc reads these when the process starts: too late to set them here, so refuse
     wrong = [f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) != v]
     if wrong:
@@ -802,10 +810,12 @@ def _worker(plan: TimingPlan) -> dict:
                 for _ in range(n_cold)]
         kernels[STREAM_COLD] = (stream, cold, {})
     kernels[DISPATCH] = (jax.jit(_stream).lower(tiny_x).compile(), [tiny_x], {})
+    if on_compiled is not None:
+        on_compiled()
 
     turn = {STREAM_COLD: 0}
 
-    def run(name, n) -> tuple:
+    def run(name, n, timed=False) -> tuple:
         """Seconds of each of ``n`` calls; each call finishes before the next starts.  The
         cold stream takes its inputs in turn, so that no call finds its input in cache."""
         compiled, a, _ = kernels[name]
@@ -820,8 +830,11 @@ def _worker(plan: TimingPlan) -> dict:
             # does not.  On a quiet core the two agree to within 1 %.
             t0, c0 = time.perf_counter_ns(), time.process_time_ns()
             jax.block_until_ready(compiled(*a))
-            times.append((time.process_time_ns() - c0) * 1e-9)
-            walls.append((time.perf_counter_ns() - t0) * 1e-9)
+            cpu_ns, t1 = time.process_time_ns() - c0, time.perf_counter_ns()
+            times.append(cpu_ns * 1e-9)
+            walls.append((t1 - t0) * 1e-9)
+            if call_log is not None and timed:
+                call_log.append((name, t0, t1, cpu_ns))
         return times, walls
 
     for name in kernels:
@@ -854,7 +867,7 @@ def _worker(plan: TimingPlan) -> dict:
                 if plan.passes > 1:
                     run(name, 1)
                 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                times, walls = run(name, per_pass)
+                times, walls = run(name, per_pass, timed=True)
                 faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
                 # The round's sample is its fastest call, the one least disturbed by the
                 # neighbours.  Under load (load average 4.6 on 2 cores of the Intel Xeon this
@@ -886,15 +899,21 @@ def _worker(plan: TimingPlan) -> dict:
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "jax_version": jax.__version__}
 
 
-def main() -> int:
+def serve(**worker) -> int:
+    """The worker's process: the plan from standard input, the result printed as JSON on its
+    last line; ``worker``: :func:`_worker`'s hooks."""
     plan = TimingPlan.from_json(json.loads(sys.stdin.read()))
     missing = [f for f in SINGLE_THREAD_XLA_FLAGS if f not in os.environ.get("XLA_FLAGS", "").split()]
     if missing:
         print(f"pytest_dumpref.timing: run through run_plan(); XLA_FLAGS lacks {missing}", file=sys.stderr)
         return 2
-    result = _worker(plan)
+    result = _worker(plan, **worker)
     sys.stdout.write("\n" + json.dumps(result) + "\n")
     return 0
+
+
+def main() -> int:
+    return serve()
 
 
 if __name__ == "__main__":

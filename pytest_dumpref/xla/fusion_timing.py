@@ -9,14 +9,15 @@ correlation) and against the cost model.  Nothing here imports pytest.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .. import timing
+from ..claims import varies
 from ..timing import TimingPlan, TimingResult, run_plan
-from . import calibrate
+from . import calibrate, kernel_perf
 from .fusion_programs import SUITE, timed_dumps
 
 
@@ -88,16 +89,29 @@ class ProgramTimes:
     exact: list               # (predicted, measured, A/A) seconds per SUITE program
     refused: list             # the programs the cost model has no rate for, and why
     model: list               # (program, fused measured, fused model, extra measured, extra model) s
+    misses: dict = field(default_factory=dict)   # program -> kernel_perf.extra_time_miss, of this run
+    unprofiled: str = ""      # why the run was not profiled (perf), if it was not
 
     @classmethod
     def measure(cls, dump, passes, *, rounds: int = 20, calls_per_round: int = 10,
                 timeout_s: float = 1800) -> "ProgramTimes":
         """Dump every program through the claim's ``dump`` fixture, fused and with ``passes``
-        disabled; time those the cost model prices (and every SUITE program) in one run."""
+        disabled; time those the cost model prices (and every SUITE program) in one run,
+        sampled by perf where it may (kernel_perf.profile_run), so that each program's miss
+        is split into its kernels' from the rounds the rates were measured in."""
         predicted_bytes, dumps, variants, programs = timed_dumps(dump, passes)
         plan = calibrate.plan(rounds, calls_per_round, variants=variants, programs=programs, timeout_s=timeout_s)
-        run = run_plan(plan)
-        return cls(plan, run, predicted_bytes, dumps, **calibrate.across_programs(run, predicted_bytes, dumps))
+        why = kernel_perf.perf_available()
+        run, profiles = kernel_perf.profile_run(plan) if why is None else (run_plan(plan), {})
+        t = cls(plan, run, predicted_bytes, dumps, **calibrate.across_programs(run, predicted_bytes, dumps),
+                unprofiled=why or "")
+        if profiles:
+            t.misses = kernel_misses(run, {n: dumps[n] for n, *_ in t.model}, profiles)
+        for row in t.rows:
+            name = row["name"]
+            row[MISS_COLUMN] = varies(miss_cell(t.misses[name]) if name in t.misses else
+                                      "refused" if any(r["program"] == name for r in t.refused) else "not profiled")
+        return t
 
     @property
     def slower(self) -> list[str]:
@@ -139,6 +153,9 @@ class ProgramTimes:
         if self.refused:
             evidence.table("programs the cost model refuses, by the kernel and operation it has no rate for",
                            self.refused)
+        evidence.table("where the model misses the extra time, by class of kernel, summed over the programs "
+                       "it prices (this run, sampled by perf; not compared)",
+                       miss_by_class(self.misses, self.unprofiled))
 
     def record_numbers(self, evidence, *, rank_correlation: float, aa_limit: float, fused_error: float) -> None:
         """Record the numbers the claim across programs states, each with its bound: the rank
@@ -175,3 +192,99 @@ class ProgramTimes:
             {"label": name, "base": f"{name}: fused", "other": f"{name}: unfused", "aa": f"{name}: A/A",
              "extra_bytes": self.predicted_bytes[name]} for name in SUITE],
             across={"rank_correlation": rank_correlation, "aa_limit": aa_limit})
+
+
+# ---- where the model misses, kernel by kernel (kernel_perf's profile of the run itself) -------
+
+MISS_COLUMN = "where the model misses the extra time in this run (perf): measured - model, us"
+# The classes of miss_by_class, in its table's order: the kernels only the unfused program has
+# by their regime, then what both variants have, as differences.
+ONE_OP_FLOOR, ONE_OP_OPERATION, ONE_OP_MEMORY = (
+    "one-op loop kernels priced at the one-op floor", "one-op loop kernels priced at their operation's rate",
+    "one-op loop kernels priced on memory")
+BROADCASTS = "broadcasts the unfused program writes (write-only memory)"
+OTHER_UNFUSED = "other kernels only the unfused program has"
+FUSED_ONLY = "kernels only the fused program has (their miss counts against the extra time)"
+BOTH = "loop kernels both programs have: unfused less fused"
+LIBRARY_BOTH = "library kernels: unfused less fused"
+OUTSIDE_BOTH = "outside the kernels (runtime, allocator, Python, the system's interrupts): unfused less fused"
+MISS_CLASSES = (ONE_OP_FLOOR, ONE_OP_OPERATION, ONE_OP_MEMORY, BROADCASTS, OTHER_UNFUSED,
+                FUSED_ONLY, BOTH, LIBRARY_BOTH, OUTSIDE_BOTH)
+
+
+def kernel_misses(run: TimingResult, dumps: dict, profiles: dict) -> dict:
+    """program -> ``kernel_perf.extra_time_miss`` of its fused and unfused variants, priced at
+    the rates of ``run`` (``dumps``: program -> (fused dump, unfused dump), every program the
+    model priced; ``profiles``: kernel_perf.profile_run's, of the same run)."""
+    rates = calibrate.rates_from(run, vectorised=calibrate.vectorised_scalar_kernels())
+    out = {}
+    for name, (fused, unfused) in dumps.items():
+        rows = [kernel_perf.against_model(profiles[f"{name}: {v}"], calibrate.predict_dump(d, rates))
+                for v, d in (("fused", fused), ("unfused", unfused))]
+        out[name] = kernel_perf.extra_time_miss(*rows)
+    return out
+
+
+def miss_cell(miss: list, top: int = 3) -> str:
+    """One program's cell: the miss, then the ``top`` kernel groups that make most of it."""
+    parts = []
+    for r in miss[:top]:
+        part = f"{r['kernels']} {r['miss us']:+.0f}"
+        if r["model us"]:
+            part += f" ({', '.join(r['regimes']) or 'library'}: {r['measured us']:.0f} against {r['model us']:.0f})"
+        parts.append(part)
+    return f"{sum(r['miss us'] for r in miss):+.0f}: " + "; ".join(parts)
+
+
+def miss_class(r: dict) -> str:
+    """The class of one of extra_time_miss's groups (MISS_CLASSES)."""
+    name = r["kernels"]
+    if name == kernel_perf.OUTSIDE:
+        return OUTSIDE_BOTH
+    if name == kernel_perf.LIBRARY_KERNELS:
+        return LIBRARY_BOTH
+    if name.endswith(" (fused)"):
+        return FUSED_ONLY
+    if not name.endswith(" (unfused)"):
+        return BOTH
+    if not name.startswith("wrapped_"):
+        return OTHER_UNFUSED
+    if name.startswith("wrapped_broadcast"):
+        return BROADCASTS
+    # kernels of one name share one function, and so one measured time: the group's class is
+    # that of the regime the model prices most of it in
+    by = r.get("model us by regime") or dict.fromkeys(r["regimes"], 0.0)
+    regime = max(by, key=by.__getitem__, default="")
+    if regime.startswith("memory"):
+        return ONE_OP_MEMORY
+    return ONE_OP_FLOOR if regime == "compute (one-op loop)" else ONE_OP_OPERATION
+
+
+def miss_by_class(misses: dict, unprofiled: str = "") -> list[dict]:
+    """The table of where the model misses the extra time, by class (MISS_CLASSES): each
+    class's kernels, their share of the programs' summed miss, and for the classes of whole
+    kernels their measured time against the model's.  Every class has its row, with what
+    this run measured or why it measured nothing, so that the table's lines are the same on
+    every machine."""
+    sums = {c: [0, 0.0, 0.0, 0.0] for c in MISS_CLASSES}    # kernels, miss, measured, model
+    for miss in misses.values():
+        for r in miss:
+            s = sums[miss_class(r)]
+            s[0] += r["count"]
+            s[1] += r["miss us"]
+            if r["model us"] is not None:
+                s[2] += r["measured us"]
+                s[3] += r["model us"]
+    total = sum(s[1] for s in sums.values())
+    rows = []
+    for c in MISS_CLASSES:
+        n, miss, measured, model = sums[c]
+        cells: list
+        if not misses:
+            cells = [f"not profiled: {unprofiled}" if unprofiled else "not profiled"] + [""] * 3
+        else:
+            cells = [n, round(miss, 1), f"{miss / total:.0%}" if total else "",
+                     f"{measured / model:.2f}" if model else ""]
+        rows.append({"class": c, **{k: varies(v) for k, v in zip(
+            ("kernels", "measured - model (us)", "share of the summed miss", "measured / model"), cells)}})
+    return rows

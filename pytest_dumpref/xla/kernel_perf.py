@@ -29,6 +29,20 @@ share of the program's time is read from where the CPU was, kernel by kernel.
   multiply 160 us against 158, its broadcast 78 against 61, its library kernels 615
   against 576.
 
+* **A whole timing run** (:func:`profile_run`): timing's own worker, run under ``perf
+  record`` through this module's entry point, names its kernels once compiled and logs each
+  timed call; each variant's measured time is spread over its kernels by their samples.  A
+  profile taken apart from the rates compares a kernel with rates of another minute: on an
+  AMD EPYC the stream's cost at 24 MiB was 33.9 ps a byte in a calibration and 21.3 in a run
+  five minutes later, and the same kernels came out at 0.7 of their price against the one
+  and 1.2-1.9 against the other.  In the run itself both are measured in the same rounds.
+* **Outside the kernels** is what a call runs besides XLA's and the library's kernels: the
+  runtime, the allocator, Python, the system's interrupts.  It grows with the call's time, as
+  the calibration kernels show (in one run the stream over 16 rows spent 19 us a call outside
+  its kernel, over 4,096 rows 100 us: about a tenth of a kernel bound by memory, 3-5 % of one
+  bound by compute), so the model's rates, measured on whole calls, carry that share inside
+  every kernel's price, and a profile sets it apart.
+
 Measured on an AMD EPYC (32 MiB L3; 2026-12-06): the sampled time of a call agreed with its
 CPU time to 0.1 % over all calls (19,878 samples against 19,902 expected).  Nothing here
 imports pytest; ``perf`` must be installed and allowed (``perf_event_paranoid`` at most 2
@@ -58,6 +72,8 @@ FREQUENCY = 4000          # samples a second of CPU time
 SHARE = 0.2               # the share of calls kept: those of the fastest stretches
 NEIGHBOURS = 3            # on each side: a call's stretch is the median of their times
 LIBRARY = ("ynn::", "ynn_", "slinky::", "xnn", "std::_Function_handler<long (slinky")
+# against_model's rows beside the loop kernels' groups
+LIBRARY_KERNELS, OUTSIDE = "library kernels", "outside the kernels"
 
 
 class PerfError(RuntimeError):
@@ -236,19 +252,43 @@ def against_model(profile: KernelProfile, prediction) -> list[dict]:
         if k.kind == "library":
             library += k.seconds * 1e6
             continue
-        g = groups.setdefault(_stem(k.name), {"kernels": _stem(k.name), "count": 0, "regimes": set(), "model us": 0.0})
+        g = groups.setdefault(_stem(k.name), {"kernels": _stem(k.name), "count": 0, "regimes": set(), "model us": 0.0,
+                                              "model us by regime": {}})
         g["count"] += 1
         g["regimes"].add(k.regime)
         g["model us"] += k.seconds * 1e6
+        g["model us by regime"][k.regime] = g["model us by regime"].get(k.regime, 0.0) + k.seconds * 1e6
     rows = []
     for stem, g in groups.items():
         rows.append(dict(g, regimes=sorted(g["regimes"]), **{"measured us": measured["loop"].get(stem, 0.0)}))
     rows.sort(key=lambda r: -max(r["model us"], r["measured us"]))
-    rows.append({"kernels": "library kernels", "count": sum(k.kind == "library" for k in prediction.kernels),
+    rows.append({"kernels": LIBRARY_KERNELS, "count": sum(k.kind == "library" for k in prediction.kernels),
                  "regimes": [], "model us": library, "measured us": measured["library"]})
-    rows.append({"kernels": "outside the kernels", "count": 0, "regimes": [],
+    rows.append({"kernels": OUTSIDE, "count": 0, "regimes": [],
                  "model us": prediction.dispatch_s * 1e6, "measured us": measured["outside"]})
     return rows
+
+
+def extra_time_miss(fused_rows: list, unfused_rows: list) -> list[dict]:
+    """Where the model's miss of a program's extra time lies: for each kernel group of either
+    variant (:func:`against_model`'s rows, fused and unfused), its share of the miss, (measured
+    - model) unfused less (measured - model) fused, in microseconds, largest first.  The shares
+    add up to the miss of the extra time when each profile spreads its variant's measured time
+    (``profile_run``'s do).  A group only one variant has is named with that variant."""
+    fused = {r["kernels"]: r for r in fused_rows}
+    unfused = {r["kernels"]: r for r in unfused_rows}
+    out = []
+    for name in dict.fromkeys([*unfused, *fused]):
+        u, f = unfused.get(name), fused.get(name)
+        miss = (u["measured us"] - u["model us"] if u else 0.0) - (f["measured us"] - f["model us"] if f else 0.0)
+        only = "" if (u and f) or name in (OUTSIDE, LIBRARY_KERNELS) else (" (unfused)" if u else " (fused)")
+        r: dict = u or f or {}
+        out.append({"kernels": name + only, "count": r["count"], "regimes": r["regimes"], "miss us": miss,
+                    "model us by regime": r.get("model us by regime", {}),
+                    "measured us": r["measured us"] if not (u and f) else None,
+                    "model us": r["model us"] if not (u and f) else None})
+    out.sort(key=lambda r: -abs(r["miss us"]))
+    return out
 
 
 def _cpu_ns(call: tuple) -> int:
@@ -369,7 +409,69 @@ def profile(program: str, args: tuple, options: dict | None = None, *, seconds: 
                          statistics.median(_cpu_ns(c) / 1e3 for c in kept), symbols)
 
 
+def profile_run(plan, pythonpath: tuple = (), *, frequency: int = FREQUENCY) -> tuple:
+    """Run a ``timing.TimingPlan`` as ``timing.run_plan`` does, its worker sampled by perf, and
+    attribute the samples of each variant's timed calls to its kernels: ``(TimingResult,
+    {variant: KernelProfile})``.  A variant's profile spreads the run's measured time of it
+    (the median of its rounds' fastest calls, what the claims compare) over its kernels in
+    proportion to their samples in all its timed calls: choosing calls by their own time would
+    keep those with the fewest samples (the module docstring), and a round's fastest call
+    alone holds a sample or two.  So the kernels' times add up to the variant's time, and the
+    cost model's miss of it splits into its kernels' misses, all from the rounds in which the
+    model's rates were measured."""
+    why = perf_available()
+    if why:
+        raise PerfError(why)
+    clock = time.get_clock_info("perf_counter").implementation
+    if "CLOCK_MONOTONIC" not in clock:
+        raise PerfError(f"the timing worker's clock is {clock}, not perf's CLOCK_MONOTONIC")
+    with tempfile.TemporaryDirectory(prefix="dumpref-perf-") as tmp:
+        data, log = Path(tmp) / "perf.data", Path(tmp) / "calls.json"
+        run = timing.run_plan(plan, pythonpath, command=(
+            "perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-F", str(frequency), "-e", "cpu-clock", "-o", str(data),
+            "--", sys.executable, "-m", __name__, TIMING_WORKER, str(log)))
+        logged = json.loads(log.read_text())
+        try:
+            script = subprocess.run(["perf", "script", "-i", str(data), "-F", "time,ip,sym", "--ns"],
+                                    capture_output=True, text=True, timeout=600)
+        finally:
+            Path(f"/tmp/perf-{logged['pid']}.map").unlink(missing_ok=True)
+    if script.returncode != 0:
+        raise PerfError(f"perf script failed: {script.stderr.strip()[-1000:]}")
+    samples = sorted(parse_script(script.stdout))
+    times = [t for t, _ in samples]
+    counts: dict = {}
+    ncalls: dict = {}
+    for name, a, b, _cpu in logged["calls"]:
+        ncalls[name] = ncalls.get(name, 0) + 1
+        per = counts.setdefault(name, {})
+        for k in range(bisect.bisect_left(times, a), bisect.bisect_right(times, b)):
+            per[samples[k][1]] = per.get(samples[k][1], 0) + 1
+    profiles = {}
+    for name, v in run.variants.items():
+        per = counts.get(name, {})
+        total = sum(per.values())
+        us = v.median * 1e6
+        profiles[name] = KernelProfile(name, dict(v.options), ncalls.get(name, 0), ncalls.get(name, 0), us,
+                                       {sym: us * n / total for sym, n in per.items()} if total else {})
+    return run, profiles
+
+
+TIMING_WORKER = "--timing-worker"
+
+
+def _timing_worker(log: str) -> int:
+    """timing's worker, naming its JIT kernels for perf once they are compiled and logging its
+    timed calls (on perf_counter's clock, CLOCK_MONOTONIC on Linux: perf's ``-k``) into ``log``."""
+    calls: list = []
+    rc = timing.serve(on_compiled=write_perf_map, call_log=calls)
+    Path(log).write_text(json.dumps({"pid": os.getpid(), "calls": calls}))
+    return rc
+
+
 def main() -> int:
+    if sys.argv[1] == TIMING_WORKER:
+        return _timing_worker(sys.argv[2])
     return _worker(json.loads(Path(sys.argv[1]).read_text()))
 
 

@@ -179,14 +179,53 @@ def test_program_times_record_the_figure_tables_and_listings(tmp_path):
     ev = Evidence()
     t.record(ev, tmp_path)
     assert (tmp_path / "fusion-across-programs.png").stat().st_size > 0
-    assert [i["kind"] for i in ev.items] == ["figure", "table", "table"]
+    assert [i["kind"] for i in ev.items] == ["figure", "table", "table", "table"]
     assert _items(ev, "table")[1]["title"].startswith("programs the cost model refuses")
+    assert _items(ev, "table")[2]["title"].startswith("where the model misses the extra time, by class of kernel")
     t.refused = []
     ev = Evidence()
     t.record(ev, tmp_path)
-    assert [i["kind"] for i in ev.items] == ["figure", "table"]
+    assert [i["kind"] for i in ev.items] == ["figure", "table", "table"]
     ev = Evidence()
     t.record_listings(ev, rank_correlation=0.6, aa_limit=0.1)
     statistic = _items(ev, "excerpt")[2]["text"]
     assert "ACROSS = {'rank_correlation': 0.6, 'aa_limit': 0.1}" in statistic
     assert all(f"'label': {n!r}" in statistic for n in SUITE)
+
+
+def _miss(kernels, miss, regimes=(), measured=None, model=None, count=1, by=None):
+    return {"kernels": kernels, "count": count, "regimes": list(regimes), "miss us": miss,
+            "measured us": measured, "model us": model, "model us by regime": by or {}}
+
+
+def test_where_the_model_misses_is_summed_by_class_of_kernel():
+    misses = {
+        "softmax": [_miss("wrapped_multiply (unfused)", 30.0, ["compute (one-op loop)"], 170.0, 140.0),
+                    _miss("wrapped_broadcast (unfused)", 10.0, ["memory (L3)"], 70.0, 60.0, count=2),
+                    _miss("outside the kernels", 20.0, count=0)],
+        # a name priced in two regimes is classed by the one the model prices most of it in
+        "gelu": [_miss("wrapped_multiply (unfused)", 60.0, ["compute (one-op loop)", "memory (L3)"], 460.0, 400.0,
+                       count=6, by={"compute (one-op loop)": 100.0, "memory (L3)": 300.0}),
+                 _miss("add_multiply_fusion (fused)", -120.0, ["compute (tanh)"], 570.0, 450.0),
+                 _miss("library kernels", -5.0, count=0)],
+    }
+    rows = fusion_timing.miss_by_class(misses)
+    cells = {r["class"]: [c["value"] for k, c in r.items() if k != "class"] for r in rows}
+    assert list(cells) == list(fusion_timing.MISS_CLASSES)
+    total = 30 + 10 + 20 + 60 - 120 - 5
+    assert cells[fusion_timing.ONE_OP_FLOOR] == [1, 30.0, f"{30 / total:.0%}", "1.21"]
+    assert cells[fusion_timing.ONE_OP_MEMORY] == [6, 60.0, f"{60 / total:.0%}", "1.15"]
+    assert cells[fusion_timing.BROADCASTS] == [2, 10.0, f"{10 / total:.0%}", "1.17"]
+    assert cells[fusion_timing.FUSED_ONLY] == [1, -120.0, f"{-120 / total:.0%}", "1.27"]
+    assert cells[fusion_timing.OUTSIDE_BOTH][1:3] == [20.0, f"{20 / total:.0%}"]
+    assert cells[fusion_timing.LIBRARY_BOTH][1] == -5.0 and cells[fusion_timing.ONE_OP_OPERATION][:2] == [0, 0.0]
+    assert fusion_timing.miss_cell(misses["softmax"], top=2) == (
+        "+60: wrapped_multiply (unfused) +30 (compute (one-op loop): 170 against 140); "
+        "wrapped_broadcast (unfused) +10 (memory (L3): 70 against 60)")
+
+
+def test_a_run_perf_could_not_sample_has_the_same_table_saying_why():
+    rows = fusion_timing.miss_by_class({}, "perf is not installed (Debian: linux-perf)")
+    assert [r["class"] for r in rows] == list(fusion_timing.MISS_CLASSES)
+    assert all(r["kernels"]["value"] == "not profiled: perf is not installed (Debian: linux-perf)" for r in rows)
+    assert list(rows[0]) == list(fusion_timing.miss_by_class({"p": [_miss("outside the kernels", 1.0)]})[0])

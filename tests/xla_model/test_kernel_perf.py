@@ -2,6 +2,9 @@
 XLA:CPU's JIT kernels are read from LLVM's GDB JIT interface in this very process; the calls
 kept are chosen by their neighbours' speed, not their own; a real profile of the unfused
 softmax names its kernels and sums to the time of its calls."""
+import json
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,3 +106,75 @@ def test_the_model_is_set_beside_the_profile_kernel_by_kernel(unfused_softmax, d
     assert {"wrapped_multiply", "wrapped_broadcast", "wrapped_divide"} <= set(names), names
     multiply = rows[names.index("wrapped_multiply")]
     assert multiply["count"] == 1 and multiply["model us"] > 0 and multiply["measured us"] > 0
+
+
+def _row(kernels, model, measured, count=1, regimes=("memory (L3)",)):
+    return {"kernels": kernels, "count": count, "regimes": list(regimes), "model us": model, "measured us": measured,
+            "model us by regime": {regimes[0]: model} if regimes else {}}
+
+
+def test_the_extra_times_miss_splits_into_its_kernels_misses():
+    fused = [_row("add_multiply_fusion", 100.0, 90.0), _row("library kernels", 50.0, 55.0, regimes=()),
+             _row("outside the kernels", 20.0, 40.0, 0, regimes=())]
+    unfused = [_row("wrapped_multiply", 150.0, 210.0, count=3), _row("wrapped_add", 40.0, 30.0),
+               _row("library kernels", 50.0, 60.0, regimes=()), _row("outside the kernels", 20.0, 90.0, 0, regimes=())]
+    miss = kernel_perf.extra_time_miss(fused, unfused)
+    # measured extra (210 + 30 + 60 + 90) - (90 + 55 + 40) = 205; model's (150 + 40 + 50 + 20) -
+    # (100 + 50 + 20) = 90: the 115 missed, kernel by kernel, largest first
+    assert [(r["kernels"], r["miss us"]) for r in miss] == [
+        ("wrapped_multiply (unfused)", 60.0), ("outside the kernels", 50.0), ("wrapped_add (unfused)", -10.0),
+        ("add_multiply_fusion (fused)", 10.0), ("library kernels", 5.0)]
+    assert sum(r["miss us"] for r in miss) == pytest.approx(205.0 - 90.0)
+    by = {r["kernels"]: r for r in miss}
+    assert by["wrapped_multiply (unfused)"]["miss us"] == 60.0 and by["wrapped_multiply (unfused)"]["count"] == 3
+    assert by["add_multiply_fusion (fused)"]["measured us"] == 90.0   # over-priced by 10 in the fused program
+    assert by["library kernels"]["miss us"] == 5.0 and by["library kernels"]["model us"] is None
+    assert [abs(r["miss us"]) for r in miss] == sorted((abs(r["miss us"]) for r in miss), reverse=True)
+
+
+def test_the_timing_worker_logs_its_timed_calls_for_perf(tmp_path):
+    # profile_run's worker, run without perf: it names the JIT kernels and logs every timed call
+    import sys
+    from pytest_dumpref import timing
+    plan = timing.TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (8, 128)),),
+                             variants={"fused": {}, "unfused": {"xla_disable_hlo_passes": "fusion"}},
+                             rounds=3, calls_per_round=4, warmup_calls=2, passes=2, stream_shape=(8, 128))
+    log = tmp_path / "calls.json"
+    run = timing.run_plan(plan, command=(sys.executable, "-m", "pytest_dumpref.xla.kernel_perf",
+                                         kernel_perf.TIMING_WORKER, str(log)))
+    logged = json.loads(log.read_text())
+    try:
+        calls = logged["calls"]
+        # every timed call, and only those: rounds x calls a round, per variant and calibration kernel
+        assert {n for n, *_ in calls} == set(run.variants)
+        assert all(sum(1 for c in calls if c[0] == n) == 3 * 4 for n in run.variants)
+        assert all(a < b and cpu > 0 for _, a, b, cpu in calls)
+        # the round's fastest call is one of the logged ones
+        fused = [cpu * 1e-9 for n, _, _, cpu in calls if n == "fused"]
+        assert min(fused) == pytest.approx(min(run.variants["fused"].samples))
+        # the JIT kernels are named for perf
+        assert "wrapped_multiply" in Path(f"/tmp/perf-{logged['pid']}.map").read_text()
+    finally:
+        Path(f"/tmp/perf-{logged['pid']}.map").unlink(missing_ok=True)
+
+
+def test_a_sampled_timing_run_spreads_each_variants_time_over_its_kernels():
+    why = kernel_perf.perf_available()
+    if why:
+        pytest.skip(why)
+    from pytest_dumpref import timing
+    plan = timing.TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (512, 1024)),),
+                             variants={"fused": {}, "unfused": {"xla_disable_hlo_passes": "fusion"}},
+                             rounds=10, calls_per_round=20, warmup_calls=3, passes=2, stream_shape=(512, 1024))
+    run, profiles = kernel_perf.profile_run(plan)
+    assert set(profiles) == set(run.variants)
+    for name, p in profiles.items():
+        assert p.calls == 10 * 20 and p.call_us == pytest.approx(run.variants[name].median * 1e6)
+        assert p.sampled_us == pytest.approx(p.call_us)       # the variant's time, spread
+    unfused = kernel_perf.by_kernel(profiles["unfused"], ["wrapped_multiply", "wrapped_broadcast"])
+    fused = kernel_perf.by_kernel(profiles["fused"], ["broadcast_multiply_fusion"])
+    # the unfused program's multiply and the fused one's fusion, each a share (about 15 % and 7 %;
+    # 200 calls give the fusion some 20 samples)
+    assert unfused["loop"].get("wrapped_multiply", 0) > 0.05 * profiles["unfused"].call_us, unfused
+    assert fused["loop"].get("broadcast_multiply_fusion", 0) > 0.03 * profiles["fused"].call_us, fused
+    assert unfused["library"] > 0 and fused["library"] > 0
