@@ -21,6 +21,12 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   kernels, printed by ``calibrate``), so one curve serves both.  Beyond the largest point the
   curve takes the cold stream's rate (``timing``'s stream over 32 arrays in turn: inputs
   never in cache).
+* **the memory's age**: the stream over f32[1024, 1024] in one program with a kernel that
+  computes for milliseconds over 128 KiB (``AGE_SPIN`` cheap ops an element of f32[32, 1024],
+  in the level-2 cache), against the same with a kernel of one op: the stream's cost a byte
+  rises with the time between its calls as if its memory were further away, and the curve
+  read backwards gives how much further: the bytes of the shared cache that the machine's
+  other tenants take a second (``cost_model``'s docstring says what was measured).
 * **page faults**: a 32 MiB broadcast (glibc maps blocks of 32 MiB and more afresh each
   call, ``timing.ALLOCATOR_ENV``): its time beyond the curve's, per 4 KiB page.
 * **compute**: per element and operation class, from kernels made compute-bound by
@@ -52,6 +58,7 @@ from __future__ import annotations
 import functools
 import glob
 import json
+import math
 import os
 import re
 import statistics
@@ -75,6 +82,8 @@ CHECK_ROWS = (256, 1024, 2048)
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
 ASYNC_ELEMENTS = 2048
+AGE_SPIN = 1000                               # the age kernels' spin: cheap ops an element
+AGE_SPIN_ROWS = 32
 CHAIN = 16
 # A transposing copy alone is the fusion-wrapper's one-op kernel only when the fusion pass
 # is off: with it, XLA emits x.T as a transpose_copy_fusion of two instructions (a loop
@@ -108,6 +117,30 @@ def k_mul_chain(x, y):
     for _ in range(ONE_OP_CHAIN):
         x = x * y
     return x
+
+
+def _spin(c, n):
+    for _ in range(n):
+        c = c * 1.0001 + 0.5                  # one loop kernel of 2n cheap ops an element
+    return c
+
+
+def k_age(c, x):
+    # the stream y = 2x with AGE_SPIN ops an element of c beside it, in one call: x's and y's
+    # memory is as many milliseconds older at each call as the spin takes
+    return _spin(c, AGE_SPIN), x * 2.0
+
+
+def k_age_spin(c):
+    return _spin(c, AGE_SPIN)
+
+
+def k_age_base(c, x):
+    return _spin(c, 1), x * 2.0
+
+
+def k_age_base_spin(c):
+    return _spin(c, 1)
 
 
 def k_cheap(x):
@@ -269,6 +302,11 @@ def _variants() -> dict:
         v[f"cheap {r}"] = ("k_cheap", (_rows(r),), {})
     v[f"fill {FAULT_ROWS}"] = ("k_fill", ((F32, (FAULT_ROWS,)),), {})
     v["async dispatch"] = ("k_scale", ((F32, (ASYNC_ELEMENTS,)),), {})
+    spin = (F32, (AGE_SPIN_ROWS, ROW))
+    for name in ("age", "age base"):
+        fn = name.replace(" ", "_")
+        v[name] = (f"k_{fn}", (spin, _rows(1024)), {})
+        v[f"{name} spin"] = (f"k_{fn}_spin", (spin,), {})
     v["chain fused"] = ("k_chain", ((F32, (4, ROW)),), {})
     v["chain unfused"] = ("k_chain", ((F32, (4, ROW)),),
                           {"xla_disable_hlo_passes": "fusion,fusion-wrapper,dot-library-rewriter"})
@@ -365,6 +403,7 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     cold = max((med[timing.STREAM_COLD] - async_ - write) / half, curve[-1][1])
     base.cold_s_per_byte = cold
     base.curve = curve + [((n_cold + 1) * half, cold)]
+    _age(base, med)
     # write-only memory: a broadcast into an output of s bytes, by the size written (the model
     # reads it so: cost_model's docstring says why); its 4 KiB input is noise
     base.write_curve = [(4.0 * r * ROW, max(med[f"fill {r}"] - async_, 1e-9) / (4.0 * r * ROW))
@@ -500,6 +539,39 @@ def vectorised_scalar_kernels() -> types.MappingProxyType:
             elif not set(loops) <= scalar_kernels(optimized):
                 why[cls] = f"this XLA vectorises k_{cls}_scalar, the kernel that measures it"
     return types.MappingProxyType(why)
+
+
+def _age(rates: "cost_model.Rates", med: dict) -> None:
+    """Set ``rates.age_bytes_per_s`` from the age kernels, and shift the curve's points by
+    the age of their own stream's memory, so that its distances are those the model prices
+    at: reuse distance in bytes plus the tenants' bytes while the memory waited (the stream
+    over s bytes was called back to back: its memory is one call old)."""
+    own = 2.0 * 4 * 1024 * ROW                 # the age kernels' stream: x and y, 4 MiB each
+    parts = {n: (med[n] - med[f"{n} spin"]) / own for n in ("age", "age base")}   # s a byte
+    waited = med["age"] - med["age base"]
+    points = list(rates.curve)
+    calls = [med[f"stream {r}"] for r in CURVE_ROWS]
+    rate = 0.0
+    for _ in range(3):      # the shift moves the points the curve is read back at: a fixed point
+        shifted = [(d + rate * t, c) for (d, c), t in zip(points, calls)] + points[len(calls):]
+        further = _distance_at(shifted, parts["age"], own) - _distance_at(shifted, parts["age base"], own)
+        rate = max(0.0, further / waited) if waited > 0 else 0.0
+    rates.age_bytes_per_s = rate
+    rates.curve = [(d + rate * t, c) for (d, c), t in zip(points, calls)] + points[len(calls):]
+
+
+def _distance_at(curve: list, seconds_per_byte: float, least: float) -> float:
+    """The distance (at least ``least``) where ``curve`` first reaches ``seconds_per_byte``,
+    interpolated as ``Rates.seconds_per_byte`` reads it (in log distance); its last point's
+    where it never does."""
+    pts = [(d, c) for d, c in curve if d >= least]
+    if not pts or seconds_per_byte <= pts[0][1]:
+        return least
+    for (d0, c0), (d1, c1) in zip(pts, pts[1:]):
+        if c0 < seconds_per_byte <= c1:
+            f = (seconds_per_byte - c0) / (c1 - c0)
+            return math.exp(math.log(d0) + f * (math.log(d1) - math.log(d0)))
+    return pts[-1][0]
 
 
 def check_rows(result, rates: "cost_model.Rates") -> list:

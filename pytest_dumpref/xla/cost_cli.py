@@ -72,7 +72,9 @@ def _print_rates(rates, seconds: float) -> None:
           f"(load average {', '.join(f'{x:.2f}' for x in rates.machine.get('load average', []))})")
     print(_dispatch_line(rates))
     print("memory, by reuse distance: " + ", ".join(
-        f"{d / 2 ** 20:g} MiB {c * 1e12:.1f} ps/B" for d, c in rates.curve))
+        f"{d / 2 ** 20:.3g} MiB {c * 1e12:.1f} ps/B" for d, c in rates.curve))
+    print(f"the memory's age: the machine's other tenants take {rates.age_bytes_per_s / 2 ** 30:.2f} GiB "
+          "of the shared cache a second (memory last touched t seconds ago is priced that much further away)")
     print("compute: " + ", ".join(f"{k} {v * 1e12:.2f} ps" for k, v in rates.compute.items())
           + " (per element; dot and convolution per flop)")
     for cls, why in rates.unmeasured.items():

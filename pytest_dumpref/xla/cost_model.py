@@ -15,7 +15,10 @@ worker:
   other buffers included, counted around the program's repeated calls).  Buffers are the
   allocation slices of XLA's buffer assignment, so a kernel that writes in place (the fused
   softmax's last multiply writes over the buffer it reads) touches one buffer, not two, and a
-  temporary that reuses a dead one's memory finds it where that one left it.
+  temporary that reuses a dead one's memory finds it where that one left it.  The distance
+  is in bytes, the program's own, plus what the machine's other tenants took of the shared
+  cache since: the seconds the memory waited (the kernels' predicted times in between) times
+  the rate calibrate measures (``Rates.age_bytes_per_s``), priced in ``AGE_ROUNDS`` rounds.
   Without a buffer assignment, every instruction gets its own buffer.  Of an operand the
   kernel only slices, or updates in place, it touches the cache lines of the slices
   (``_touched_bytes``).
@@ -50,6 +53,20 @@ shared with other tenants; pinned single thread):
   shared: the cost per byte rises steeply from about 8 MiB on (13 ps/B at 12 MiB, 17 at
   16 MiB, 35 at 32 MiB).  In a program a buffer's distance is what the other kernels
   touched in between, which one stream's size cannot say.
+* Age, not only bytes: memory waits in a cache the machine's other tenants share, and they
+  take part of it while it waits.  Measured on an AMD EPYC (32 MiB L3; 2026-12-06), a stream
+  over f32[1024, 1024] (8 MiB touched a call) beside a kernel that computes over 128 KiB
+  cost 15.0 ps a byte when the computation took nothing, 16.4 when it took 1 ms, 19.2 at 2
+  ms and 23.3 at 4.4 ms: its memory as far away as 16, 21 and 26 MiB of the stream's curve,
+  about 3 GB more a second of waiting; two calibrations gave 3.4 and 3.9 GiB/s.  And a
+  negate over 4 MiB that the distances put 8.5 MiB away cost 145 us beside no such kernel and
+  223, 278 and 293 us beside one of 5, 29 and 58 ms, the last as from memory.  The unfused
+  programs wait longer between touches than the stream the curve is measured on (their calls
+  take milliseconds, the stream's 0.1-1 ms): in one run of the 29 programs, each kernel's
+  time sampled by perf in the rounds that measured the rates (``kernel_perf.profile_run``),
+  the one-op kernels the unfused programs add and price on memory ran 1.23 times their
+  price by distance in bytes and their broadcasts 1.16; priced with age, in the next run,
+  1.15 and 0.99, and the median error of the extra time over programs went from 0.22 to 0.19.
 * One line, once: a kernel that reads a buffer and writes it in place moves it once.  The
   fused softmax's last multiply (in place, per the buffer assignment) took 43 us in the
   program (jax.profiler's per-kernel events, fastest of 200 calls), where ``x * v[:, None]``
@@ -343,6 +360,10 @@ class Access:
     distance: float = 0.0
     write_only: bool = False      # written by the kernel and not read by it
     written: float = 0.0          # write-only: all the bytes the kernel only writes (its fill)
+    # when (kernel positions in two laps of the program, this kernel's in the second) the
+    # memory was last touched and is touched again: ``_elapsed`` turns them into seconds
+    last: int = -1
+    at: int = -1
 
 
 @dataclass
@@ -632,6 +653,7 @@ def _reuse_distances(kernels: list) -> None:
                     own[j] = sum(size for s_, size in segs[j % n].items() if last[s_] == j)
                 k = bisect.bisect_right(whens, j)
                 a.distance = float(between + 0.5 * own[j] + 0.5 * (running[k - 1] if k else 0.0))
+                a.last, a.at = j, t
         for s_, size in mine.items():
             if s_ in last:
                 add(last[s_], -size)
@@ -658,6 +680,10 @@ class Rates:
     # class -> why this machine's XLA left it unmeasured (its calibration kernel compiled
     # otherwise); a kernel of that class is refused with the reason
     unmeasured: dict = field(default_factory=dict)
+    # bytes of the shared cache that the machine's other tenants take a second: memory last
+    # touched t seconds ago is priced at its reuse distance plus t times this (module
+    # docstring); 0: not measured (rates older than it), distances in bytes alone
+    age_bytes_per_s: float = 0.0
 
     def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
         """Interpolated in log(distance) between measured points; clamped at both ends."""
@@ -672,16 +698,20 @@ class Rates:
         f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
         return curve[k - 1][1] + f * (curve[k][1] - curve[k - 1][1])
 
-    def access_seconds(self, a: Access) -> float:
+    def access_seconds(self, a: Access, aged: float = 0.0) -> float:
+        """The access's memory time, its memory ``aged`` seconds old beyond what its reuse
+        distance says (the tenants' share of the cache then counts as distance)."""
+        distance = a.distance + self.age_bytes_per_s * aged
         if a.write_only and self.write_curve:
             # the store stream's cost at the size written, or the line's fetch from its
             # reuse distance where dearer (module docstring)
             return a.nbytes * max(self.seconds_per_byte(a.written or a.nbytes, write_only=True),
-                                  self.seconds_per_byte(a.distance))
-        return a.nbytes * self.seconds_per_byte(a.distance)
+                                  self.seconds_per_byte(distance))
+        return a.nbytes * self.seconds_per_byte(distance)
 
-    def memory_seconds(self, kernel: Kernel) -> float:
-        return sum(self.access_seconds(a) for a in kernel.accesses)
+    def memory_seconds(self, kernel: Kernel, ages: dict | None = None) -> float:
+        """``ages``: seconds since each access's memory was last touched (``_elapsed``)."""
+        return sum(self.access_seconds(a, (ages or {}).get(id(a), 0.0)) for a in kernel.accesses)
 
     def compute_seconds(self, kernel: Kernel) -> tuple:
         """(seconds, class that costs most)."""
@@ -771,25 +801,60 @@ class Prediction:
                 "dispatch": self.dispatch, "flops": self.flops, "kernels": [k.as_dict() for k in self.kernels]}
 
 
+# Rounds of pricing with the memory's age: a kernel's time sets how old the memory the next
+# kernels touch is, which sets their time.  The ages of the second round were within 1 % of
+# the third's on the programs of the fusion study, whose kernels' memory costs rise by at most
+# a few tens of percent with age.
+AGE_ROUNDS = 2
+
+
+def _elapsed(program: ProgramCost, seconds: list, dispatch_s: float) -> dict:
+    """id(access) -> seconds between the touch of its memory before and this one: half of
+    the kernel that touched it last (it streams its buffers, as the distances assume), every
+    kernel in between, half of this one, and the dispatch of the next call where the two
+    touches are in two calls of the program."""
+    n = len(program.kernels)
+    lap = [seconds[i % n] for i in range(2 * n)]
+    before = [0.0, *itertools.accumulate(lap)]        # before[t]: seconds of kernels 0..t-1
+    out = {}
+    for k in program.kernels:
+        for a in k.accesses:
+            if a.last < 0:
+                continue
+            out[id(a)] = (0.5 * lap[a.last] + before[a.at] - before[a.last + 1] + 0.5 * lap[a.at]
+                          + (dispatch_s if a.last < n else 0.0))
+    return out
+
+
 def predict(program: ProgramCost, rates: Rates) -> Prediction:
     """Price ``program``; raises CostModelError naming every kernel it cannot price."""
     if program.refused:
         raise CostModelError(f"{program.source or program.module}: cannot model " + "; ".join(program.refused))
+    worker = program.operations >= ASYNC_MIN_OPS
+    dispatch = rates.dispatch_async_s if worker else rates.dispatch_inline_s
+    times = _price(program, rates, {})
+    for _ in range(AGE_ROUNDS if rates.age_bytes_per_s > 0 else 0):
+        times = _price(program, rates, _elapsed(program, [t.seconds for t in times], dispatch))
+    return Prediction(program.module, times, dispatch, rates.launch_s, WORKER if worker else INLINE,
+                      program.operations)
+
+
+def _price(program: ProgramCost, rates: Rates, ages: dict) -> list:
+    """Each kernel's KernelTime, its memory ``ages`` (``_elapsed``) seconds old."""
     times = []
     for k in program.kernels:
-        mem = rates.memory_seconds(k)
+        mem = rates.memory_seconds(k, ages)
         comp, cls = rates.compute_seconds(k)
         faults = k.fault_pages * rates.fault_s
         if comp > mem:
             regime = f"compute ({cls}, {SCALAR_LOOP})" if k.scalar and cls != SCALAR_LOOP else f"compute ({cls})"
         else:
-            far = max(k.accesses, key=rates.access_seconds, default=None)
-            regime = f"memory ({rates.level(far.distance)})" if far else "launch"
+            far = max(k.accesses, key=lambda a: rates.access_seconds(a, ages.get(id(a), 0.0)), default=None)
+            regime = (f"memory ({rates.level(far.distance + rates.age_bytes_per_s * ages.get(id(far), 0.0))})"
+                      if far else "launch")
         times.append(KernelTime(k.name, k.kind, rates.launch_s + max(mem, comp) + faults, mem, comp, faults,
                                 regime, k.nbytes, k.working_set))
-    worker = program.operations >= ASYNC_MIN_OPS
-    return Prediction(program.module, times, rates.dispatch_async_s if worker else rates.dispatch_inline_s,
-                      rates.launch_s, WORKER if worker else INLINE, program.operations)
+    return times
 
 
 def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "",

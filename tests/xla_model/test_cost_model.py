@@ -411,3 +411,60 @@ def test_the_one_op_floor_is_measured_on_a_chain_of_one_op_kernels():
     kernels = calibrate._census(hlo).kernels
     assert len(kernels) == calibrate.ONE_OP_CHAIN and all(k.one_op == rows * 1024 for k in kernels)
     assert prog == "k_mul_chain" and options == {"xla_disable_hlo_passes": "fusion"}
+
+
+def test_memory_is_priced_further_away_by_its_age(tmp_path_factory):
+    """A stream beside a kernel that computes for a long while: at age_bytes_per_s > 0 its
+    memory, one call old, is priced that many bytes further away; at 0 as before."""
+    path = _dump(tmp_path_factory, calibrate.k_age,
+                 [np.ones((calibrate.AGE_SPIN_ROWS, 1024), np.float32), np.ones((1024, 1024), np.float32)])
+    program = _analyse(path)
+    stream = next(k for k in program.kernels if k.nbytes >= 8 * MiB)
+    spin = next(k for k in program.kernels if k is not stream)
+    r = _rates()
+    young = cost_model.predict(program, r)
+    old = cost_model.predict(program, _rates(age_bytes_per_s=4 * 2 ** 30))
+    t = {k.name: k.seconds for k in young.kernels}
+    # x and y wait a whole call between touches: the spin, the stream itself (half before,
+    # half after each byte), the dispatch
+    ages = cost_model._elapsed(program, [t[k.name] for k in program.kernels], young.dispatch_s)
+    for a in stream.accesses:
+        assert ages[id(a)] == pytest.approx(t[spin.name] + t[stream.name] + young.dispatch_s)
+    # priced at the distance plus 4 GiB/s times that age, the rounds of pricing converged
+    s_old = next(k for k in old.kernels if k.name == stream.name)
+    ages = cost_model._elapsed(program, [k.seconds for k in old.kernels], old.dispatch_s)
+    expected = sum(a.nbytes * r.seconds_per_byte(a.distance + 4 * 2 ** 30 * ages[id(a)]) for a in stream.accesses)
+    assert s_old.memory_s == pytest.approx(expected, rel=1e-3)
+    assert s_old.memory_s > next(k for k in young.kernels if k.name == stream.name).memory_s
+    # the spin's 128 KiB is as old too, but priced on the flat part of the curve: compute-bound anyway
+    assert next(k for k in old.kernels if k.name == spin.name).regime == "compute (cheap)"
+
+
+def test_the_age_rate_is_read_back_from_the_curve():
+    """calibrate._age on times made from a known rate gives that rate back, and shifts the
+    curve's points by it: the stream over s bytes, called back to back, is one call old."""
+    curve = [(1 * MiB, 10e-12), (8 * MiB, 10e-12), (16 * MiB, 20e-12), (32 * MiB, 40e-12)]
+    rows = calibrate.CURVE_ROWS
+    calls = {f"stream {n}": 1e-6 * n / 16 for n in rows}       # 1 us for 16 rows, linear
+    points = [(2.0 * 4 * n * 1024, c) for n, c in zip(rows, np.interp(
+        np.log([2.0 * 4 * n * 1024 for n in rows]), np.log([d for d, _ in curve]), [c for _, c in curve]))]
+    rate = 2.0 * 2 ** 30
+    shifted = [(d + rate * calls[f"stream {n}"], c) for (d, c), n in zip(points, rows)]
+    own = 8.0 * MiB
+    r = _rates(curve=list(points))
+
+    def stream_part(age_s):      # what the aged stream costs, read on the shifted curve
+        x = own + rate * age_s
+        return own * float(np.interp(np.log(x), np.log([d for d, _ in shifted]), [c for _, c in shifted]))
+    med = dict(calls, **{"age base spin": 5e-6, "age spin": 2e-3})
+    med["age base"] = med["age base spin"] + stream_part(5e-6 + 150e-6)
+    med["age"] = med["age spin"] + stream_part(2e-3 + 150e-6)
+    calibrate._age(r, med)
+    assert r.age_bytes_per_s == pytest.approx(rate, rel=0.05)
+    assert [d for d, _ in r.curve] == pytest.approx([d + r.age_bytes_per_s * calls[f"stream {n}"]
+                                                     for (d, _), n in zip(points, rows)])
+    # no slower for the wait: no age
+    med["age"] = med["age spin"] + (med["age base"] - med["age base spin"])
+    r = _rates(curve=list(points))
+    calibrate._age(r, med)
+    assert r.age_bytes_per_s == 0.0
