@@ -99,7 +99,8 @@ def run_traffic(args) -> int:
                 bar.close()
             if result[3] is not None:
                 failed += 1
-                print(f"error: {result[3]}", file=sys.stderr)
+                if not args.json:       # with --json the error is said once, in its JSON line
+                    print(f"error: {result[3]}", file=sys.stderr)
             _report(args, index, path, *result)
     except BrokenPipeError:  # e.g. piped into `head`: the reader has what it wanted
         sys.stdout = open(os.devnull, "w")
@@ -124,17 +125,13 @@ def _traffic_of(path: Path, args):
     ba_path = Path(args.buffer_assignment) if args.buffer_assignment else \
         _sibling_buffer_assignment(path)
     ba_text = _read(ba_path) if ba_path else None
-    if ba_path and ba_text is not None:
-        # read here first, so that what is wrong with it is said of its own file and line
-        from .traffic import parse_buffer_assignment
-        try:
-            allocations = parse_buffer_assignment(ba_text, source=str(ba_path))
-        except ValueError as e:
+    try:
+        traffic = module_traffic(module, buffer_assignment_text=ba_text,
+                                 buffer_assignment_source=str(ba_path) if ba_path else None)
+    except ValueError as e:
+        if ba_path and str(e).startswith(str(ba_path)):   # its own file's fault, said so
             raise _OfAnotherFile(str(e)) from None
-        if not allocations:
-            raise _OfAnotherFile(f"{ba_path}: a buffer assignment without one allocation (cut short?); "
-                                 f"every optimized module has at least its parameters and output")
-    traffic = module_traffic(module, buffer_assignment_text=ba_text)
+        raise
     xla_error = None
     if not args.no_xla:
         from . import xla_private

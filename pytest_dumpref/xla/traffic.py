@@ -255,6 +255,10 @@ def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
     if not seen_header:
         raise ValueError(f"{source or '<buffer assignment>'}: not a buffer assignment "
                          f"(no 'BufferAssignment:' line)")
+    if not allocations:
+        # read as a program without temporaries it would price and count wrong, silently
+        raise ValueError(f"{source or '<buffer assignment>'}: a buffer assignment without one allocation "
+                         f"(cut short?); every optimized module has at least its parameters and output")
     return allocations
 
 
@@ -1097,11 +1101,12 @@ class _Builder:
 
 
 def module_traffic(module: HloModule, *, buffer_assignment_text: str | None = None,
-                   xla_cost: dict | None = None) -> ModuleTraffic:
+                   xla_cost: dict | None = None, buffer_assignment_source: str | None = None) -> ModuleTraffic:
     """Spill-style traffic of ``module``; temporaries from its buffer assignment when given.
 
     ``xla_cost`` (``xla_private.cost_analysis`` of the same text) adds XLA's flops and its
-    bytes-accessed total for ``compare_with_xla``.
+    bytes-accessed total for ``compare_with_xla``.  ``buffer_assignment_source``: the buffer
+    assignment's own file, which its errors name (by default the module's, marked so).
     """
     b = _Builder(module)
     b.computation(module.entry, 1, "", None)
@@ -1113,7 +1118,7 @@ def module_traffic(module: HloModule, *, buffer_assignment_text: str | None = No
             notes[inst.name] = reason
     temporaries = None
     if buffer_assignment_text is not None:
-        src = (module.source or module.name) + " (buffer assignment)"
+        src = buffer_assignment_source or (module.source or module.name) + " (buffer assignment)"
         temporaries = [a for a in parse_buffer_assignment(buffer_assignment_text, source=src)
                        if a.is_temp]
     traffic = ModuleTraffic(module, b.kernels, temporaries, rules, notes)

@@ -141,6 +141,12 @@ def test_temporaries_share_buffers(compiled):
 def test_buffer_assignment_rejects_other_text():
     with pytest.raises(ValueError, match="x.txt: not a buffer assignment"):
         parse_buffer_assignment("HloModule m\n", source="x.txt")
+    # its header and no allocation: cut short, refused for traffic and the cost model alike
+    with pytest.raises(ValueError, match="x.txt: a buffer assignment without one allocation"):
+        parse_buffer_assignment("BufferAssignment:\n\nTotal bytes used: 0\n", source="x.txt")
+    module = parse_module("HloModule m\n\nENTRY e {\n  ROOT p = f32[4]{0} parameter(0)\n}\n", source="m.txt")
+    with pytest.raises(ValueError, match="^m-ba.txt: a buffer assignment without one allocation"):
+        module_traffic(module, buffer_assignment_text="BufferAssignment:\n", buffer_assignment_source="m-ba.txt")
 
 
 @pytest.fixture(scope="module")
