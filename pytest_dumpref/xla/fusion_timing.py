@@ -102,7 +102,14 @@ class ProgramTimes:
         predicted_bytes, dumps, variants, programs = timed_dumps(dump, passes)
         plan = calibrate.plan(rounds, calls_per_round, variants=variants, programs=programs, timeout_s=timeout_s)
         why = kernel_perf.perf_available()
-        run, profiles = kernel_perf.profile_run(plan) if why is None else (run_plan(plan), {})
+        profiles: dict = {}
+        if why is None:
+            try:
+                run, profiles = kernel_perf.profile_run(plan)
+            except (kernel_perf.PerfError, timing.TimingError) as e:   # timed again, unsampled
+                why = f"the sampled run failed: {str(e)[-300:]}"
+        if not profiles:
+            run = run_plan(plan)
         t = cls(plan, run, predicted_bytes, dumps, **calibrate.across_programs(run, predicted_bytes, dumps),
                 unprofiled=why or "")
         if profiles:

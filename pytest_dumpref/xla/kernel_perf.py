@@ -431,6 +431,8 @@ def profile_run(plan, pythonpath: tuple = (), *, frequency: int = FREQUENCY) -> 
             "perf", "record", "-q", "-k", "CLOCK_MONOTONIC", "-F", str(frequency), "-e", "cpu-clock", "-o", str(data),
             "--", sys.executable, "-m", __name__, TIMING_WORKER, str(log)))
         logged = json.loads(log.read_text())
+        if logged.get("error"):
+            raise PerfError(logged["error"])
         try:
             script = subprocess.run(["perf", "script", "-i", str(data), "-F", "time,ip,sym", "--ns"],
                                     capture_output=True, text=True, timeout=600)
@@ -464,8 +466,16 @@ def _timing_worker(log: str) -> int:
     """timing's worker, naming its JIT kernels for perf once they are compiled and logging its
     timed calls (on perf_counter's clock, CLOCK_MONOTONIC on Linux: perf's ``-k``) into ``log``."""
     calls: list = []
-    rc = timing.serve(on_compiled=write_perf_map, call_log=calls)
-    Path(log).write_text(json.dumps({"pid": os.getpid(), "calls": calls}))
+    failed: list = []
+
+    def name_kernels():
+        try:
+            write_perf_map()
+        except (OSError, ValueError, PerfError) as e:   # the run goes on; profile_run says why
+            failed.append(f"the JIT kernels could not be named for perf: {e}")
+
+    rc = timing.serve(on_compiled=name_kernels, call_log=calls)
+    Path(log).write_text(json.dumps({"pid": os.getpid(), "calls": calls, "error": failed[0] if failed else None}))
     return rc
 
 

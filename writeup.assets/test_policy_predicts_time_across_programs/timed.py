@@ -58,6 +58,10 @@ plan = types.SimpleNamespace(
         'cheap 2048': {},
         'fill 8192': {},
         'async dispatch': {},
+        'age': {},
+        'age spin': {},
+        'age base': {},
+        'age base spin': {},
         'chain fused': {},
         'chain unfused': {'xla_disable_hlo_passes': 'fusion,fusion-wrapper,dot-library-rewriter'},
         'compute cheap': {},
@@ -234,6 +238,10 @@ plan = types.SimpleNamespace(
         'cheap 2048': ('pytest_dumpref.xla.calibrate:k_cheap', (('float32', (2048, 1024)),)),
         'fill 8192': ('pytest_dumpref.xla.calibrate:k_fill', (('float32', (8192,)),)),
         'async dispatch': ('pytest_dumpref.xla.calibrate:k_scale', (('float32', (2048,)),)),
+        'age': ('pytest_dumpref.xla.calibrate:k_age', (('float32', (32, 1024)), ('float32', (1024, 1024)))),
+        'age spin': ('pytest_dumpref.xla.calibrate:k_age_spin', (('float32', (32, 1024)),)),
+        'age base': ('pytest_dumpref.xla.calibrate:k_age_base', (('float32', (32, 1024)), ('float32', (1024, 1024)))),
+        'age base spin': ('pytest_dumpref.xla.calibrate:k_age_base_spin', (('float32', (32, 1024)),)),
         'chain fused': ('pytest_dumpref.xla.calibrate:k_chain', (('float32', (4, 1024)),)),
         'chain unfused': ('pytest_dumpref.xla.calibrate:k_chain', (('float32', (4, 1024)),)),
         'compute cheap': ('pytest_dumpref.xla.calibrate:k_cheap', (('float32', (128, 1024)),)),
@@ -428,7 +436,10 @@ def _stream(x):
     return x * 2.0
 
 
-def _worker(plan: TimingPlan) -> dict:
+def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) -> dict:
+    # on_compiled: called once every kernel is compiled; call_log: where each timed call's
+    # (variant, start, end, CPU ns) is appended (start and end on perf_counter's clock).
+    # Both for kernel_perf.profile_run, which samples the run with perf.
     # glibc reads these when the process starts: too late to set them here, so refuse
     wrong = [f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) != v]
     if wrong:
@@ -478,10 +489,12 @@ def _worker(plan: TimingPlan) -> dict:
                 for _ in range(n_cold)]
         kernels[STREAM_COLD] = (stream, cold, {})
     kernels[DISPATCH] = (jax.jit(_stream).lower(tiny_x).compile(), [tiny_x], {})
+    if on_compiled is not None:
+        on_compiled()
 
     turn = {STREAM_COLD: 0}
 
-    def run(name, n) -> tuple:
+    def run(name, n, timed=False) -> tuple:
         """Seconds of each of ``n`` calls; each call finishes before the next starts.  The
         cold stream takes its inputs in turn, so that no call finds its input in cache."""
         compiled, a, _ = kernels[name]
@@ -496,8 +509,11 @@ def _worker(plan: TimingPlan) -> dict:
             # does not.  On a quiet core the two agree to within 1 %.
             t0, c0 = time.perf_counter_ns(), time.process_time_ns()
             jax.block_until_ready(compiled(*a))
-            times.append((time.process_time_ns() - c0) * 1e-9)
-            walls.append((time.perf_counter_ns() - t0) * 1e-9)
+            cpu_ns, t1 = time.process_time_ns() - c0, time.perf_counter_ns()
+            times.append(cpu_ns * 1e-9)
+            walls.append((t1 - t0) * 1e-9)
+            if call_log is not None and timed:
+                call_log.append((name, t0, t1, cpu_ns))
         return times, walls
 
     for name in kernels:
@@ -530,7 +546,7 @@ def _worker(plan: TimingPlan) -> dict:
                 if plan.passes > 1:
                     run(name, 1)
                 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                times, walls = run(name, per_pass)
+                times, walls = run(name, per_pass, timed=True)
                 faults[name] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
                 # The round's sample is its fastest call, the one least disturbed by the
                 # neighbours.  Under load (load average 4.6 on 2 cores of the Intel Xeon this
