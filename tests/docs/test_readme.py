@@ -31,6 +31,7 @@ RUN = {
     ("Command line", "sh", 0): "test_the_command_line_as_written",
     ("Benchmarks", "sh", 0): "test_the_benchmark_commands_select_benchmarks",
     ("The kernel cost model: calibrate and cost", "sh", 0): "test_the_cost_model_commands_as_written",
+    ("The kernel cost model: calibrate and cost", "python", 0): "test_the_kernel_perf_example_says_where_the_model_misses",
     ("The dumpref PJRT device", "python", 0): "test_the_device_examples_run_and_print_what_they_say",
     ("The dumpref PJRT device", "python", 1): "test_the_device_examples_run_and_print_what_they_say",
     ("Layout", "", 0): "test_the_layout_names_what_is_there",
@@ -518,3 +519,29 @@ def test_init_then_render_then_check_as_written(tmp_path):
         assert f"({path})" in text or f"`{path}`" in text, path
         assert (REPO / path).is_file(), path
     assert "len(d.fusion_kernels)" in text
+
+
+def test_the_kernel_perf_example_says_where_the_model_misses(tmp_path):
+    """The kernel_perf example as a script of its own: one run of gelu fused and unfused beside
+    the calibration kernels, sampled by perf, prints where the cost model misses the extra
+    time, one kernel group a line; where perf cannot sample, it says why and stops (so this
+    test skips with perf's reason)."""
+    import pytest
+    from pytest_dumpref.xla import kernel_perf
+    why = kernel_perf.perf_available()
+    if why:
+        pytest.skip(why)
+    script = tmp_path / "miss.py"
+    script.write_text(block(COST, "python").text)
+    r = run([sys.executable, str(script)], tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [line for line in r.stdout.splitlines() if line.strip()]
+    names = [line[:36].strip() for line in rows]
+    misses = [float(line[36:].split()[0]) for line in rows]
+    # every group once: the unfused program's one-op kernels, the fused one's kernel, the
+    # library's and what runs outside the kernels
+    assert len(set(names)) == len(names) and {"outside the kernels", "library kernels"} <= set(names), rows
+    assert any(n.startswith("wrapped_") and n.endswith("(unfused)") for n in names), rows
+    assert any(n.endswith("(fused)") for n in names), rows
+    # largest first, as extra_time_miss orders them
+    assert [abs(m) for m in misses] == sorted((abs(m) for m in misses), reverse=True), rows
