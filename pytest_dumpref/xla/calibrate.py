@@ -820,11 +820,13 @@ def across_programs(run, predicted_bytes: dict, dumps: dict) -> dict:
     have been timed), at the rates of the run's calibration kernels.  Returns points (the
     programs with predicted bytes, for timing.plot_across_programs), rows (one run's, shown and
     not compared), exact ((predicted, measured, A/A) seconds per program with predicted
-    bytes), refused (the programs the model has no rate for) and model ((program, fused
-    measured, fused model, extra measured, extra model) seconds, every program it prices)."""
+    bytes), refused (the programs the model has no rate for), model ((program, fused
+    measured, fused model, extra measured, extra model) seconds, every program it prices) and
+    predictions (program -> the model's (fused, unfused) Prediction, the same programs)."""
     from ..claims import varies
     rates = rates_from(run, vectorised=vectorised_scalar_kernels())
     points, rows, exact, refused, model = [], [], [], [], []
+    predictions = {}
     for name, (fused_dump, unfused_dump) in dumps.items():
         fused, unfused_v, aa_v = f"{name}: fused", f"{name}: unfused", f"{name}: A/A"
         pf: cost_model.Prediction | None
@@ -853,6 +855,7 @@ def across_programs(run, predicted_bytes: dict, dumps: dict) -> dict:
                         "unfused: the model's dearest kernel it adds, regime, us": "refused"})
         else:
             model.append((name, run.variants[fused].median, pf.total_s, measured_s, pu.total_s - pf.total_s))
+            predictions[name] = (pf, pu)
             # where a program's extra time misses: of the kernels the unfused program has and
             # the fused one lacks (by name; the library kernels keep theirs), the one the model
             # prices dearest, and what bounds it (a kernel's own measured time is not in this
@@ -866,7 +869,8 @@ def across_programs(run, predicted_bytes: dict, dumps: dict) -> dict:
                             f"{dearest.name}: {dearest.regime}, {dearest.seconds * 1e6:.0f}"})
         # one run's times, shown and not compared: the claim's conclusions are its bounds
         rows.append({k: (v if k in ("name", "extra bytes (policy)") else varies(v)) for k, v in row.items()})
-    return {"points": points, "rows": rows, "exact": exact, "refused": refused, "model": model}
+    return {"points": points, "rows": rows, "exact": exact, "refused": refused, "model": model,
+            "predictions": predictions}
 
 
 # A program's extra time is resolved by a run when the standard uncertainty of its paired

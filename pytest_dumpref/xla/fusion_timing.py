@@ -89,6 +89,7 @@ class ProgramTimes:
     exact: list               # (predicted, measured, A/A) seconds per SUITE program
     refused: list             # the programs the cost model has no rate for, and why
     model: list               # (program, fused measured, fused model, extra measured, extra model) s
+    predictions: dict = field(default_factory=dict)   # program -> its (fused, unfused) cost_model.Prediction
     misses: dict = field(default_factory=dict)   # program -> kernel_perf.extra_time_miss, of this run
     unprofiled: str = ""      # why the run was not profiled (perf), if it was not
 
@@ -113,7 +114,7 @@ class ProgramTimes:
         t = cls(plan, run, predicted_bytes, dumps, **calibrate.across_programs(run, predicted_bytes, dumps),
                 unprofiled=why or "")
         if profiles:
-            t.misses = kernel_misses(run, {n: dumps[n] for n, *_ in t.model}, profiles)
+            t.misses = kernel_misses(t.predictions, profiles)
         for row in t.rows:
             name = row["name"]
             row[MISS_COLUMN] = varies(miss_cell(t.misses[name]) if name in t.misses else
@@ -219,17 +220,14 @@ MISS_CLASSES = (ONE_OP_FLOOR, ONE_OP_OPERATION, ONE_OP_MEMORY, BROADCASTS, OTHER
                 FUSED_ONLY, BOTH, LIBRARY_BOTH, OUTSIDE_BOTH)
 
 
-def kernel_misses(run: TimingResult, dumps: dict, profiles: dict) -> dict:
-    """program -> ``kernel_perf.extra_time_miss`` of its fused and unfused variants, priced at
-    the rates of ``run`` (``dumps``: program -> (fused dump, unfused dump), every program the
-    model priced; ``profiles``: kernel_perf.profile_run's, of the same run)."""
-    rates = calibrate.rates_from(run, vectorised=calibrate.vectorised_scalar_kernels())
-    out = {}
-    for name, (fused, unfused) in dumps.items():
-        rows = [kernel_perf.against_model(profiles[f"{name}: {v}"], calibrate.predict_dump(d, rates))
-                for v, d in (("fused", fused), ("unfused", unfused))]
-        out[name] = kernel_perf.extra_time_miss(*rows)
-    return out
+def kernel_misses(predictions: dict, profiles: dict) -> dict:
+    """program -> ``kernel_perf.extra_time_miss`` of its fused and unfused variants
+    (``predictions``: program -> the model's (fused, unfused) Prediction at the run's rates,
+    as ``calibrate.across_programs`` made them; ``profiles``: kernel_perf.profile_run's, of
+    the same run)."""
+    return {name: kernel_perf.extra_time_miss(*(kernel_perf.against_model(profiles[f"{name}: {v}"], p)
+                                                for v, p in zip(("fused", "unfused"), pair)))
+            for name, pair in predictions.items()}
 
 
 def miss_cell(miss: list, top: int = 3) -> str:

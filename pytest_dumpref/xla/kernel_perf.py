@@ -314,14 +314,20 @@ def attribute(calls: list, samples: list, frequency: float, share: float = SHARE
     time]) and the samples' (time, symbol), in nanoseconds (start, end and the samples' times
     on CLOCK_MONOTONIC)."""
     kept = _kept(calls, share)
-    samples = sorted(samples)
-    times = [t for t, _ in samples]
-    counts: dict = {}
-    for a, b, *_ in kept:
-        for k in range(bisect.bisect_left(times, a), bisect.bisect_right(times, b)):
-            counts[samples[k][1]] = counts.get(samples[k][1], 0) + 1
+    counts = _symbol_counts(sorted(samples), kept)
     per_sample_us = 1e6 / frequency
     return kept, {s: n * per_sample_us / len(kept) for s, n in counts.items()}
+
+
+def _symbol_counts(samples: list, calls) -> dict:
+    """{symbol: samples} of the (time, symbol) ``samples``, sorted by time, that fall inside
+    the calls' (start, end, ...) windows."""
+    times = [t for t, _ in samples]
+    counts: dict = {}
+    for a, b, *_ in calls:
+        for k in range(bisect.bisect_left(times, a), bisect.bisect_right(times, b)):
+            counts[samples[k][1]] = counts.get(samples[k][1], 0) + 1
+    return counts
 
 
 def parse_script(text: str) -> list:
@@ -441,21 +447,17 @@ def profile_run(plan, pythonpath: tuple = (), *, frequency: int = FREQUENCY) -> 
     if script.returncode != 0:
         raise PerfError(f"perf script failed: {script.stderr.strip()[-1000:]}")
     samples = sorted(parse_script(script.stdout))
-    times = [t for t, _ in samples]
-    counts: dict = {}
-    ncalls: dict = {}
+    windows: dict = {}                             # variant -> its timed calls' (start, end)
     for name, a, b, _cpu in logged["calls"]:
-        ncalls[name] = ncalls.get(name, 0) + 1
-        per = counts.setdefault(name, {})
-        for k in range(bisect.bisect_left(times, a), bisect.bisect_right(times, b)):
-            per[samples[k][1]] = per.get(samples[k][1], 0) + 1
+        windows.setdefault(name, []).append((a, b))
     profiles = {}
     for name, v in run.variants.items():
-        per = counts.get(name, {})
+        per = _symbol_counts(samples, windows.get(name, []))
         total = sum(per.values())
         us = v.median * 1e6
-        profiles[name] = KernelProfile(name, dict(v.options), ncalls.get(name, 0), ncalls.get(name, 0), us,
-                                       {sym: us * n / total for sym, n in per.items()} if total else {})
+        n = len(windows.get(name, []))
+        profiles[name] = KernelProfile(name, dict(v.options), n, n, us,
+                                       {sym: us * k / total for sym, k in per.items()} if total else {})
     return run, profiles
 
 

@@ -229,3 +229,27 @@ def test_a_run_perf_could_not_sample_has_the_same_table_saying_why():
     assert [r["class"] for r in rows] == list(fusion_timing.MISS_CLASSES)
     assert all(r["kernels"]["value"] == "not profiled: perf is not installed (Debian: linux-perf)" for r in rows)
     assert list(rows[0]) == list(fusion_timing.miss_by_class({"p": [_miss("outside the kernels", 1.0)]})[0])
+
+
+def test_kernel_misses_set_the_runs_predictions_beside_its_profiles():
+    """kernel_misses prices nothing again: each program's (fused, unfused) predictions, made
+    once by calibrate.across_programs, beside the run's profiles of the two variants."""
+    from pytest_dumpref.xla import cost_model, kernel_perf
+
+    def prediction(*kernels):
+        return cost_model.Prediction("m", [cost_model.KernelTime(n, "loop", us * 1e-6, us * 1e-6, 0.0, 0.0,
+                                                                 "memory (L3)", 0.0, 0.0) for n, us in kernels],
+                                     dispatch_s=20e-6, launch_s=0.0)
+
+    def profile(variant, symbols):
+        return kernel_perf.KernelProfile(variant, {}, 10, 10, sum(symbols.values()), symbols)
+
+    predictions = {"p": (prediction(("add_multiply_fusion", 100.0)),
+                         prediction(("wrapped_multiply", 150.0), ("wrapped_add", 40.0)))}
+    profiles = {"p: fused": profile("p: fused", {"add_multiply_fusion": 90.0, "main": 40.0}),
+                "p: unfused": profile("p: unfused", {"wrapped_multiply": 210.0, "wrapped_add": 30.0, "main": 90.0})}
+    miss = fusion_timing.kernel_misses(predictions, profiles)["p"]
+    assert {r["kernels"]: r["miss us"] for r in miss} == {
+        "wrapped_multiply (unfused)": pytest.approx(60.0), "outside the kernels": pytest.approx(50.0),
+        "wrapped_add (unfused)": pytest.approx(-10.0), "add_multiply_fusion (fused)": pytest.approx(10.0),
+        "library kernels": 0.0}
