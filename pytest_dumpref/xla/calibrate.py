@@ -41,8 +41,9 @@ and turns the times into the rates of :class:`cost_model.Rates`:
 * **one-op loop kernels**: a chain of ``ONE_OP_CHAIN`` multiplies ``x = x * y`` compiled
   without the fusion pass (so many one-op kernels a call) over f32[16, 1024] and f32[64, 1024]
   (every buffer in the level-2 cache), the slope between the two per element: the floor of a
-  kernel the fusion-wrapper made of one elementwise instruction (``cost_model``'s docstring
-  says why);
+  kernel the fusion-wrapper made of one elementwise instruction of two operands
+  (``cost_model``'s docstring says why); and so, on chains of their own, the floors of
+  ``cost_model.ONE_OP_KINDS`` (a negate or a floor; a compare; a select: ``ONE_OP_KIND_ARGS``);
   and the operations of ``cost_model.ALONE`` (exp, tanh, divide, sqrt, a transposing copy)
   alone, each in such a kernel (the copy compiled without the fusion pass, as the unfused
   programs' ``wrapped_copy`` is), as the compute classes are measured (``<class> (one-op loop)``).
@@ -77,6 +78,8 @@ COMPUTE_ROWS = 128                            # 512 KiB an array: input and outp
 COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the programs studied
 ONE_OP_ROWS = (16, 64)                        # the chain: x, y, 2 temporaries of 64-256 KiB: in L2
 ONE_OP_CHAIN = 16                             # one-op kernels a call (k_mul_chain)
+# the chains of the one-op floors of cost_model.ONE_OP_KINDS: their arguments' dtypes
+ONE_OP_KIND_ARGS = {"unary": (F32,), "compare": (F32, F32, F32), "select": ("bool", "bool", F32, F32)}
 REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 CHECK_ROWS = (256, 1024, 2048)
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
@@ -116,6 +119,35 @@ def k_mul_chain(x, y):
     # times as large, and whatever else a call costs that moves with its size is paid once.
     for _ in range(ONE_OP_CHAIN):
         x = x * y
+    return x
+
+
+def k_unary_chain(x):
+    # The same floor for a one-op kernel of one operand: negate and floor in turn (XLA folds
+    # a negate of a negate, not a floor of one), ONE_OP_CHAIN kernels a call.
+    import jax.numpy as jnp
+    for _ in range(ONE_OP_CHAIN // 2):
+        x = jnp.floor(-x)
+    return x
+
+
+def k_compare_chain(x, y, z):
+    # A compare's floor: ONE_OP_CHAIN compares (each writes a mask of one byte an element),
+    # each with the select that reads its mask; the selects' own floor (k_select_chain) is
+    # taken out of the slope.
+    import jax.numpy as jnp
+    for _ in range(ONE_OP_CHAIN):
+        x = jnp.where(x > y, z, x)
+    return x
+
+
+def k_select_chain(p, q, x, y):
+    # A select's floor: ONE_OP_CHAIN selects on two masks in turn (XLA folds a select on the
+    # mask of the select it reads).
+    import jax.numpy as jnp
+    for _ in range(ONE_OP_CHAIN // 2):
+        x = jnp.where(p, x, y)
+        x = jnp.where(q, y, x)
     return x
 
 
@@ -326,6 +358,9 @@ def _variants() -> dict:
         v[f"compute {name} {REDUCE_ROWS}"] = (f"k_{name}", (_rows(REDUCE_ROWS),), {})
     for r in ONE_OP_ROWS:
         v[f"one-op {r}"] = ("k_mul_chain", (_rows(r), _rows(r)), {"xla_disable_hlo_passes": "fusion"})
+        for kind, dtypes in ONE_OP_KIND_ARGS.items():
+            v[f"one-op {kind} {r}"] = (f"k_{kind}_chain", tuple((t, (r, ROW)) for t in dtypes),
+                                       {"xla_disable_hlo_passes": "fusion"})
     v["compute dot"] = ("k_dot", ((F32, (512, 512)), (F32, (512, 512))), {})
     v["compute conv"] = ("k_conv", ((F32, (4, 32, 32, 64)), (F32, (3, 3, 64, 64))), {})
     return v
@@ -512,6 +547,23 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     if not elements[1] > elements[0] > 0:
         raise RuntimeError(f"calibration: the chain of x * y compiled to no one-op loop kernel ({elements})")
     compute[cost_model.ONE_OP] = max(med[large] - med[small], 1e-12) / (elements[1] - elements[0])
+    # the floors of the other kinds, the same slope; a chain's kernels of a kind measured
+    # before (the compare chain's selects) are taken out at their floor
+    for kind in ("unary", "select", "compare"):
+        def by_kind(name):
+            counts: dict = {}
+            for k in _census(v[name].hlo_text).kernels:
+                counts[k.one_op_kind] = counts.get(k.one_op_kind, 0.0) + k.one_op
+            return counts
+
+        small, large = (f"one-op {kind} {r}" for r in ONE_OP_ROWS)
+        cs, cl = by_kind(small), by_kind(large)
+        n = cl.get(kind, 0.0) - cs.get(kind, 0.0)
+        if n <= 0:
+            raise RuntimeError(f"calibration: the chain of {kind} one-op kernels compiled to none ({cl})")
+        others = sum((cl.get(o, 0.0) - cs.get(o, 0.0)) * compute[cost_model.one_op_floor(o)] for o in set(cl) | set(cs)
+                     if o != kind)
+        compute[cost_model.one_op_floor(kind)] = max(med[large] - med[small] - others, 1e-12) / n
     base.compute = compute
     return base
 
@@ -551,13 +603,17 @@ def _age(rates: "cost_model.Rates", med: dict) -> None:
     waited = med["age"] - med["age base"]
     points = list(rates.curve)
     calls = [med[f"stream {r}"] for r in CURVE_ROWS]
+
+    def shifted(rate):      # the stream points, each by its own call's age; the cold point as it is
+        return [(d + rate * t, c) for (d, c), t in zip(points, calls)] + points[len(calls):]
+
     rate = 0.0
     for _ in range(3):      # the shift moves the points the curve is read back at: a fixed point
-        shifted = [(d + rate * t, c) for (d, c), t in zip(points, calls)] + points[len(calls):]
-        further = _distance_at(shifted, parts["age"], own) - _distance_at(shifted, parts["age base"], own)
+        curve = shifted(rate)
+        further = _distance_at(curve, parts["age"], own) - _distance_at(curve, parts["age base"], own)
         rate = max(0.0, further / waited) if waited > 0 else 0.0
     rates.age_bytes_per_s = rate
-    rates.curve = [(d + rate * t, c) for (d, c), t in zip(points, calls)] + points[len(calls):]
+    rates.curve = shifted(rate)
 
 
 def _distance_at(curve: list, seconds_per_byte: float, least: float) -> float:

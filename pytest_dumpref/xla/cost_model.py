@@ -29,7 +29,8 @@ worker:
   of a single elementwise instruction, as the fusion-wrapper pass makes of every instruction
   the fusion pass left alone) its operation at its rate alone in such a kernel (``ALONE``:
   exp, tanh, divide, sqrt, transpose), and at least its elements times the measured cost of an element
-  of such a kernel (``ONE_OP``), whatever its operation: the larger of the two.  A loop
+  of such a kernel, by the operands it reads (``ONE_OP``, or the floor of its kind:
+  ``ONE_OP_KINDS``): the larger of the two.  A loop
   kernel that LLVM left **scalar** (its optimized IR in the dump, ``*_kernel_module.ir-with-opt.ll``,
   holds no vector type) costs its elements at the measured cost of a scalar loop's iteration
   (``SCALAR_LOOP``, a broadcast's) plus its operations at their rates in such a loop
@@ -223,6 +224,29 @@ _NAMED = {"exponential": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "r
 # The per-element floor of a one-op loop kernel (module docstring): a rate of Rates.compute,
 # not an operation's class; a kernel's count of it is in Kernel.one_op.
 ONE_OP = "one-op loop"
+# A one-op kernel's floor by its operation, measured apart (calibrate's chains of each kind):
+# the loop copies each operand's vectors through the stack, so that an operand more costs
+# more.  Measured on an AMD EPYC (every buffer in the level-2 cache; one run, the slope
+# between 16 and 64 rows): 124 ps an element for x * y, 81 for a negate or a floor, 160 for
+# a select, 160 for a compare (its mask, a byte an element, then read by a select).  At the
+# two-operand floor, huber_loss's unfused abs was priced 148 us and ran 77 (perf, in the run
+# that measured the rates), its compare 156 and 195, its select 150 and 199; at their own,
+# in another run, 93 and 95, 186 and 186, 184 and 180.  A one-op kernel of no kind here (two
+# operands, or more but not a select) takes ONE_OP.
+ONE_OP_KINDS = ("unary", "compare", "select")
+
+
+def one_op_floor(kind: str) -> str:
+    """The rate of Rates.compute of a one-op loop kernel's floor of ``kind`` (ONE_OP_KINDS),
+    ONE_OP for ''."""
+    return f"{ONE_OP} ({kind})" if kind else ONE_OP
+
+
+def one_op_kind(inst: Instruction) -> str:
+    """The kind of the floor of a one-op loop kernel whose one computing instruction is ``inst``."""
+    if inst.opcode in ("compare", "select"):
+        return inst.opcode
+    return "unary" if len(inst.operands) == 1 else ""
 # The operations measured alone in a one-op loop kernel as well (their rate there is
 # alone(class)): XLA:CPU emits such a kernel by another path than a loop fusion of several
 # instructions, and an exp alone cost 1.3 times what an exp beside an add did (module
@@ -251,7 +275,7 @@ def scalar(cls: str) -> str:
 # The classes the calibration measures; any other operation is refused by name.
 OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
               "reduce (across rows)", "transpose", "dot", "convolution", ONE_OP) + tuple(alone(c) for c in ALONE) \
-    + tuple(scalar(c) for c in SCALAR) + (SCALAR_LOOP,)
+    + tuple(scalar(c) for c in SCALAR) + (SCALAR_LOOP,) + tuple(one_op_floor(k) for k in ONE_OP_KINDS)
 # Inside a fusion, instructions that are not the kernel's one operation.
 _NOT_AN_OP = frozenset({"parameter", "constant", "bitcast"})
 _TRANSCENDENTAL = frozenset({"exp", "tanh", "log", "sqrt", "rsqrt"})
@@ -376,6 +400,7 @@ class Kernel:
     accesses: list
     fault_pages: float = 0.0
     one_op: float = 0.0           # a one-op loop kernel: its elements (module docstring)
+    one_op_kind: str = ""         # and the kind of its floor (ONE_OP_KINDS; '': ONE_OP)
     scalar: bool = False          # LLVM left its loop scalar: its IR holds no vector type
     elements: float = 0.0         # a loop kernel's output elements (a scalar loop's iterations)
 
@@ -510,11 +535,12 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                                "transpose of a broadcast's value" if transposes(comp, i) else i.opcode)
             elif cls is not None:
                 ops[cls] = ops.get(cls, 0) + n
-        one_op = 0.0
+        one_op, floor_kind = 0.0, ""
         if kind == "loop":
             computing = [i for i in body if i.opcode not in _NOT_AN_OP]
             if len(computing) == 1 and op_class(comp, computing[0])[0] not in (None, "?"):
                 one_op = float(computing[0].shape.element_count)
+                floor_kind = one_op_kind(computing[0])
         if op == "custom-call":
             unknown.append(f"custom-call {inst.attrs.get('custom_call_target', '?')}")
         if unknown:
@@ -550,7 +576,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                 pages += (s[2] - s[1]) / PAGE
         shape = inst.shape
         elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
-        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op,
+        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op, floor_kind,
                               scalar=kind == "loop" and inst.name in scalar_kernels,
                               elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
@@ -698,10 +724,14 @@ class Rates:
         f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
         return curve[k - 1][1] + f * (curve[k][1] - curve[k - 1][1])
 
+    def distance(self, a: Access, aged: float = 0.0) -> float:
+        """The distance the access is priced at: its reuse distance, plus the bytes the
+        tenants took of the shared cache while its memory waited ``aged`` seconds."""
+        return a.distance + self.age_bytes_per_s * aged
+
     def access_seconds(self, a: Access, aged: float = 0.0) -> float:
-        """The access's memory time, its memory ``aged`` seconds old beyond what its reuse
-        distance says (the tenants' share of the cache then counts as distance)."""
-        distance = a.distance + self.age_bytes_per_s * aged
+        """The access's memory time, its memory ``aged`` seconds old (``distance``)."""
+        distance = self.distance(a, aged)
         if a.write_only and self.write_curve:
             # the store stream's cost at the size written, or the line's fetch from its
             # reuse distance where dearer (module docstring)
@@ -721,8 +751,9 @@ class Rates:
         else:
             rate_of = {c: alone(c) if kernel.one_op and c in ALONE else c for c in kernel.ops}
         missing = [r for r in rate_of.values() if r not in self.compute]
-        if kernel.one_op and not kernel.scalar and ONE_OP not in self.compute:
-            missing.append(ONE_OP)
+        floor_rate = one_op_floor(kernel.one_op_kind)
+        if kernel.one_op and not kernel.scalar and floor_rate not in self.compute:
+            missing.append(floor_rate)
         if kernel.scalar and SCALAR_LOOP not in self.compute:
             missing.append(SCALAR_LOOP)
         if missing:
@@ -733,9 +764,9 @@ class Rates:
         if kernel.scalar:       # a scalar loop's iterations cost beside its operations
             parts[SCALAR_LOOP] = kernel.elements * self.compute[SCALAR_LOOP]
         total = sum(parts.values())
-        floor = kernel.one_op * self.compute[ONE_OP] if kernel.one_op and not kernel.scalar else 0.0
+        floor = kernel.one_op * self.compute[floor_rate] if kernel.one_op and not kernel.scalar else 0.0
         if floor > total:
-            return floor, ONE_OP                                     # the larger of the two
+            return floor, floor_rate                                 # the larger of the two
         if not parts:
             return 0.0, ""
         top = max(parts, key=lambda c: parts[c])
@@ -850,8 +881,7 @@ def _price(program: ProgramCost, rates: Rates, ages: dict) -> list:
             regime = f"compute ({cls}, {SCALAR_LOOP})" if k.scalar and cls != SCALAR_LOOP else f"compute ({cls})"
         else:
             far = max(k.accesses, key=lambda a: rates.access_seconds(a, ages.get(id(a), 0.0)), default=None)
-            regime = (f"memory ({rates.level(far.distance + rates.age_bytes_per_s * ages.get(id(far), 0.0))})"
-                      if far else "launch")
+            regime = f"memory ({rates.level(rates.distance(far, ages.get(id(far), 0.0)))})" if far else "launch"
         times.append(KernelTime(k.name, k.kind, rates.launch_s + max(mem, comp) + faults, mem, comp, faults,
                                 regime, k.nbytes, k.working_set))
     return times

@@ -17,7 +17,7 @@ import numpy as np
 from .. import timing
 from ..claims import varies
 from ..timing import TimingPlan, TimingResult, run_plan
-from . import calibrate, kernel_perf
+from . import calibrate, cost_model, kernel_perf
 from .fusion_programs import SUITE, timed_dumps
 
 
@@ -262,7 +262,7 @@ def miss_class(r: dict) -> str:
     regime = max(by, key=by.__getitem__, default="")
     if regime.startswith("memory"):
         return ONE_OP_MEMORY
-    return ONE_OP_FLOOR if regime == "compute (one-op loop)" else ONE_OP_OPERATION
+    return ONE_OP_FLOOR if regime.startswith(f"compute ({cost_model.ONE_OP}") else ONE_OP_OPERATION
 
 
 def miss_by_class(misses: dict, unprofiled: str = "") -> list[dict]:

@@ -174,9 +174,9 @@ def test_a_one_op_tanh_kernels_regime_names_its_class(dump, tmp_path, capsys):
     code, out, _ = cost(capsys, tanh, "--rates", alone, "--json")
     (k,) = json.loads(out)["kernels"]
     assert code == 0 and k["regime"] == "compute (tanh)" and k["compute us"] == pytest.approx(1024 * 1024 * 1e-3)
-    floor = _rates(tmp_path / "floor.json", **{cost_model.alone("tanh"): 1e-13, cost_model.ONE_OP: 1e-9})
+    floor = _rates(tmp_path / "floor.json", **{cost_model.alone("tanh"): 1e-13, cost_model.one_op_floor("unary"): 1e-9})
     code, out, _ = cost(capsys, tanh, "--rates", floor, "--json")
-    assert code == 0 and json.loads(out)["kernels"][0]["regime"] == "compute (one-op loop)"
+    assert code == 0 and json.loads(out)["kernels"][0]["regime"] == "compute (one-op loop (unary))"
 
 
 def test_each_error_is_printed_once(dump, tmp_path, rates, capsys):

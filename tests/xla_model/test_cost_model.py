@@ -1,6 +1,7 @@
 """The kernel cost model (xla/cost_model.py) on real jax compiles, and its calibration."""
 from __future__ import annotations
 
+import collections
 import json
 import subprocess
 import sys
@@ -151,13 +152,17 @@ def test_an_operation_alone_in_its_kernel_costs_its_rate_there(tmp_path_factory)
     r.compute.update({"exp": 4e-10, cost_model.alone("exp"): 6e-10, cost_model.ONE_OP: 1e-10})
     assert r.compute_seconds(fused) == (pytest.approx(256 * 1024 * (4e-10 + 1e-10)), "exp")
     assert r.compute_seconds(alone) == (pytest.approx(256 * 1024 * 6e-10), "exp")
-    # still at least the one-op floor
+    # still at least the one-op floor, a one-operand kernel's
+    unary = cost_model.one_op_floor("unary")
+    assert alone.one_op_kind == "unary"
     r.compute[cost_model.ONE_OP] = 9e-10
-    assert r.compute_seconds(alone) == (pytest.approx(256 * 1024 * 9e-10), cost_model.ONE_OP)
+    assert r.compute_seconds(alone) == (pytest.approx(256 * 1024 * 6e-10), "exp")
+    r.compute[unary] = 9e-10
+    assert r.compute_seconds(alone) == (pytest.approx(256 * 1024 * 9e-10), unary)
     # a class not measured alone (log: its cost alone depends on the input's sign) keeps its rate
     (log,) = _analyse(_dump(tmp_path_factory, jnp.log, x, None, "log-alone")).kernels
     assert "log" not in cost_model.ALONE and log.one_op
-    r.compute.update({"log": 2e-9, cost_model.ONE_OP: 1e-10})
+    r.compute.update({"log": 2e-9, unary: 1e-10})
     assert r.compute_seconds(log) == (pytest.approx(256 * 1024 * 2e-9), "log")
     # rates without the rate alone are refused by its name
     del r.compute[cost_model.alone("exp")]
@@ -411,6 +416,45 @@ def test_the_one_op_floor_is_measured_on_a_chain_of_one_op_kernels():
     kernels = calibrate._census(hlo).kernels
     assert len(kernels) == calibrate.ONE_OP_CHAIN and all(k.one_op == rows * 1024 for k in kernels)
     assert prog == "k_mul_chain" and options == {"xla_disable_hlo_passes": "fusion"}
+    assert {k.one_op_kind for k in kernels} == {""}
+
+
+@pytest.mark.parametrize("kind", cost_model.ONE_OP_KINDS)
+def test_each_kind_of_one_op_floor_is_measured_on_a_chain_of_its_kernels(kind):
+    """The chains of the other floors compile, without the fusion pass, to ONE_OP_CHAIN one-op
+    kernels of their kind a call (the compare chain with a select after each compare, whose
+    floor rates_from takes out), and rates_from measures each kind's floor."""
+    import jax
+    import numpy as np
+    rows = calibrate.ONE_OP_ROWS[0]
+    prog, args, options = calibrate._variants()[f"one-op {kind} {rows}"]
+    hlo = jax.jit(getattr(calibrate, prog)).lower(*(np.ones(s, t) for t, s in args)).compile(
+        compiler_options=options).as_text()
+    kinds = collections.Counter(k.one_op_kind for k in calibrate._census(hlo).kernels if k.one_op == rows * 1024)
+    assert kinds[kind] == calibrate.ONE_OP_CHAIN
+    assert sum(kinds.values()) == calibrate.ONE_OP_CHAIN * (2 if kind == "compare" else 1)
+    assert cost_model.one_op_floor(kind) in cost_model.OP_CLASSES
+
+
+def test_a_one_op_kernel_takes_the_floor_of_its_kind(tmp_path_factory):
+    """-x, x * y, x > y and where(p, x, y) unfused: each a one-op loop kernel whose floor is its
+    kind's (a two-operand kernel ONE_OP's); rates without a kind's floor are refused by name."""
+    x = np.ones((256, 1024), np.float32)
+    p = np.ones((256, 1024), bool)
+    cases = {"unary": (lambda a: -a, [x]), "": (lambda a, b: a * b, [x, x]),
+             "compare": (lambda a, b: a > b, [x, x]), "select": (jnp.where, [p, x, x])}
+    r = _rates()
+    for n, kind in enumerate(cost_model.ONE_OP_KINDS + ("",)):
+        r.compute[cost_model.one_op_floor(kind)] = (n + 2) * 1e-9
+    for kind, (fn, args) in cases.items():
+        (k,) = [k for k in _analyse(_dump(tmp_path_factory, fn, args, UNFUSED, f"kind-{kind or 'binary'}")).kernels
+                if k.one_op]
+        assert k.one_op_kind == kind
+        floor = cost_model.one_op_floor(kind)
+        assert r.compute_seconds(k) == (pytest.approx(256 * 1024 * r.compute[floor]), floor)
+    del r.compute[cost_model.one_op_floor("select")]
+    with pytest.raises(CostModelError, match=r"no measured rate for one-op loop \(select\).*run calibrate again"):
+        r.compute_seconds(k)
 
 
 def test_memory_is_priced_further_away_by_its_age(tmp_path_factory):
