@@ -1610,6 +1610,17 @@ _NAMED = {"exponential": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "r
 # not an operation's class; a kernel's count of it is in Kernel.one_op.
 ONE_OP = "one-op loop"
 
+def one_op_floor(kind: str) -> str:
+    """The rate of Rates.compute of a one-op loop kernel's floor of ``kind`` (ONE_OP_KINDS),
+    ONE_OP for ''."""
+    return f"{ONE_OP} ({kind})" if kind else ONE_OP
+
+def one_op_kind(inst: Instruction) -> str:
+    """The kind of the floor of a one-op loop kernel whose one computing instruction is ``inst``."""
+    if inst.opcode in ("compare", "select"):
+        return inst.opcode
+    return "unary" if len(inst.operands) == 1 else ""
+
 # The operations measured alone in a one-op loop kernel as well (their rate there is
 # alone(class)): XLA:CPU emits such a kernel by another path than a loop fusion of several
 # instructions, and an exp alone cost 1.3 times what an exp beside an add did (module
@@ -1749,6 +1760,7 @@ class Kernel:
     accesses: list
     fault_pages: float = 0.0
     one_op: float = 0.0           # a one-op loop kernel: its elements (module docstring)
+    one_op_kind: str = ""         # and the kind of its floor (ONE_OP_KINDS; '': ONE_OP)
     scalar: bool = False          # LLVM left its loop scalar: its IR holds no vector type
     elements: float = 0.0         # a loop kernel's output elements (a scalar loop's iterations)
 
@@ -1880,11 +1892,12 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                                "transpose of a broadcast's value" if transposes(comp, i) else i.opcode)
             elif cls is not None:
                 ops[cls] = ops.get(cls, 0) + n
-        one_op = 0.0
+        one_op, floor_kind = 0.0, ""
         if kind == "loop":
             computing = [i for i in body if i.opcode not in _NOT_AN_OP]
             if len(computing) == 1 and op_class(comp, computing[0])[0] not in (None, "?"):
                 one_op = float(computing[0].shape.element_count)
+                floor_kind = one_op_kind(computing[0])
         if op == "custom-call":
             unknown.append(f"custom-call {inst.attrs.get('custom_call_target', '?')}")
         if unknown:
@@ -1920,7 +1933,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                 pages += (s[2] - s[1]) / PAGE
         shape = inst.shape
         elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
-        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op,
+        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op, floor_kind,
                               scalar=kind == "loop" and inst.name in scalar_kernels,
                               elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
@@ -2062,10 +2075,14 @@ class Rates:
         f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
         return curve[k - 1][1] + f * (curve[k][1] - curve[k - 1][1])
 
+    def distance(self, a: Access, aged: float = 0.0) -> float:
+        """The distance the access is priced at: its reuse distance, plus the bytes the
+        tenants took of the shared cache while its memory waited ``aged`` seconds."""
+        return a.distance + self.age_bytes_per_s * aged
+
     def access_seconds(self, a: Access, aged: float = 0.0) -> float:
-        """The access's memory time, its memory ``aged`` seconds old beyond what its reuse
-        distance says (the tenants' share of the cache then counts as distance)."""
-        distance = a.distance + self.age_bytes_per_s * aged
+        """The access's memory time, its memory ``aged`` seconds old (``distance``)."""
+        distance = self.distance(a, aged)
         if a.write_only and self.write_curve:
             # the store stream's cost at the size written, or the line's fetch from its
             # reuse distance where dearer (module docstring)
@@ -2085,8 +2102,9 @@ class Rates:
         else:
             rate_of = {c: alone(c) if kernel.one_op and c in ALONE else c for c in kernel.ops}
         missing = [r for r in rate_of.values() if r not in self.compute]
-        if kernel.one_op and not kernel.scalar and ONE_OP not in self.compute:
-            missing.append(ONE_OP)
+        floor_rate = one_op_floor(kernel.one_op_kind)
+        if kernel.one_op and not kernel.scalar and floor_rate not in self.compute:
+            missing.append(floor_rate)
         if kernel.scalar and SCALAR_LOOP not in self.compute:
             missing.append(SCALAR_LOOP)
         if missing:
@@ -2097,9 +2115,9 @@ class Rates:
         if kernel.scalar:       # a scalar loop's iterations cost beside its operations
             parts[SCALAR_LOOP] = kernel.elements * self.compute[SCALAR_LOOP]
         total = sum(parts.values())
-        floor = kernel.one_op * self.compute[ONE_OP] if kernel.one_op and not kernel.scalar else 0.0
+        floor = kernel.one_op * self.compute[floor_rate] if kernel.one_op and not kernel.scalar else 0.0
         if floor > total:
-            return floor, ONE_OP                                     # the larger of the two
+            return floor, floor_rate                                 # the larger of the two
         if not parts:
             return 0.0, ""
         top = max(parts, key=lambda c: parts[c])
@@ -2208,8 +2226,7 @@ def _price(program: ProgramCost, rates: Rates, ages: dict) -> list:
             regime = f"compute ({cls}, {SCALAR_LOOP})" if k.scalar and cls != SCALAR_LOOP else f"compute ({cls})"
         else:
             far = max(k.accesses, key=lambda a: rates.access_seconds(a, ages.get(id(a), 0.0)), default=None)
-            regime = (f"memory ({rates.level(far.distance + rates.age_bytes_per_s * ages.get(id(far), 0.0))})"
-                      if far else "launch")
+            regime = f"memory ({rates.level(rates.distance(far, ages.get(id(far), 0.0)))})" if far else "launch"
         times.append(KernelTime(k.name, k.kind, rates.launch_s + max(mem, comp) + faults, mem, comp, faults,
                                 regime, k.nbytes, k.working_set))
     return times
@@ -2438,6 +2455,23 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     if not elements[1] > elements[0] > 0:
         raise RuntimeError(f"calibration: the chain of x * y compiled to no one-op loop kernel ({elements})")
     compute[cost_model.ONE_OP] = max(med[large] - med[small], 1e-12) / (elements[1] - elements[0])
+    # the floors of the other kinds, the same slope; a chain's kernels of a kind measured
+    # before (the compare chain's selects) are taken out at their floor
+    for kind in ("unary", "select", "compare"):
+        def by_kind(name):
+            counts: dict = {}
+            for k in _census(v[name].hlo_text).kernels:
+                counts[k.one_op_kind] = counts.get(k.one_op_kind, 0.0) + k.one_op
+            return counts
+
+        small, large = (f"one-op {kind} {r}" for r in ONE_OP_ROWS)
+        cs, cl = by_kind(small), by_kind(large)
+        n = cl.get(kind, 0.0) - cs.get(kind, 0.0)
+        if n <= 0:
+            raise RuntimeError(f"calibration: the chain of {kind} one-op kernels compiled to none ({cl})")
+        others = sum((cl.get(o, 0.0) - cs.get(o, 0.0)) * compute[cost_model.one_op_floor(o)] for o in set(cl) | set(cs)
+                     if o != kind)
+        compute[cost_model.one_op_floor(kind)] = max(med[large] - med[small] - others, 1e-12) / n
     base.compute = compute
     return base
 
@@ -2451,13 +2485,17 @@ def _age(rates: "cost_model.Rates", med: dict) -> None:
     waited = med["age"] - med["age base"]
     points = list(rates.curve)
     calls = [med[f"stream {r}"] for r in CURVE_ROWS]
+
+    def shifted(rate):      # the stream points, each by its own call's age; the cold point as it is
+        return [(d + rate * t, c) for (d, c), t in zip(points, calls)] + points[len(calls):]
+
     rate = 0.0
     for _ in range(3):      # the shift moves the points the curve is read back at: a fixed point
-        shifted = [(d + rate * t, c) for (d, c), t in zip(points, calls)] + points[len(calls):]
-        further = _distance_at(shifted, parts["age"], own) - _distance_at(shifted, parts["age base"], own)
+        curve = shifted(rate)
+        further = _distance_at(curve, parts["age"], own) - _distance_at(curve, parts["age base"], own)
         rate = max(0.0, further / waited) if waited > 0 else 0.0
     rates.age_bytes_per_s = rate
-    rates.curve = [(d + rate * t, c) for (d, c), t in zip(points, calls)] + points[len(calls):]
+    rates.curve = shifted(rate)
 
 def _distance_at(curve: list, seconds_per_byte: float, least: float) -> float:
     """The distance (at least ``least``) where ``curve`` first reaches ``seconds_per_byte``,
