@@ -70,12 +70,13 @@ def test_without_buffer_assignment_every_instruction_has_its_own_buffer(softmax_
 
 
 def test_kernel_time_is_launch_plus_the_larger_of_memory_and_compute(tmp_path_factory):
-    path = _dump(tmp_path_factory, jnp.exp, [np.ones((256, 1024), np.float32)])
+    # exp(x) + 0.5: a loop fusion of two instructions
+    path = _dump(tmp_path_factory, lambda x: jnp.exp(x) + 0.5, [np.ones((256, 1024), np.float32)], None, "exp-add-max")
     r = _rates()
-    r.compute[cost_model.alone("exp")] = 1e-9      # an exp alone in its kernel: its rate there
+    r.compute.update({"exp": 1e-9, "cheap": 0.0})
     program = _analyse(path)
     (k,) = program.kernels
-    assert k.ops == {"exp": 256 * 1024}
+    assert k.ops == {"exp": 256 * 1024, "cheap": 256 * 1024} and not k.one_op
     # 1 MiB in, 1 MiB out, each 2 MiB away: 2 MiB at the curve's rate there
     spb = r.seconds_per_byte(2 * MiB)
     assert 10e-12 < spb < 20e-12
@@ -85,11 +86,29 @@ def test_kernel_time_is_launch_plus_the_larger_of_memory_and_compute(tmp_path_fa
     assert t.compute_s == pytest.approx(256 * 1024 * 1e-9)
     assert t.seconds == pytest.approx(1e-6 + t.compute_s)          # compute-bound: no memory added
     assert t.regime == "compute (exp)"
-    # exp counts no flops: the program runs on the calling thread
-    assert pred.total_s == pytest.approx(5e-6 + t.seconds - 1e-6)
-    slow = cost_model.predict(program, _rates(compute={**r.compute, cost_model.alone("exp"): 1e-13}))
+    # the add's 256K flops: the program runs on the worker thread
+    assert pred.total_s == pytest.approx(15e-6 + t.seconds - 1e-6)
+    slow = cost_model.predict(program, _rates(compute={**r.compute, "exp": 1e-13}))
     assert slow.kernels[0].regime.startswith("memory")
     assert slow.kernels[0].seconds == pytest.approx(1e-6 + t.memory_s)
+
+
+def test_a_one_op_kernel_costs_the_p_norm_of_its_memory_and_compute(tmp_path_factory):
+    """exp alone, a one-op loop kernel: launch plus the ONE_OP_OVERLAP-norm of its memory and
+    compute, more than either where they are alike, about the larger where one dominates."""
+    path = _dump(tmp_path_factory, jnp.exp, [np.ones((256, 1024), np.float32)])
+    (k,) = _analyse(path).kernels
+    assert k.one_op == 256 * 1024 and cost_model.ONE_OP_OVERLAP == 3.0
+    p = cost_model.ONE_OP_OVERLAP
+    for rate in (1e-9, 2 * MiB * _rates().seconds_per_byte(2 * MiB) / (256 * 1024), 1e-13):
+        r = _rates()
+        r.compute.update({cost_model.alone("exp"): rate, cost_model.one_op_floor("unary"): 0.0})
+        (t,) = cost_model.predict(_analyse(path), r).kernels
+        assert t.compute_s == pytest.approx(256 * 1024 * rate)
+        assert t.seconds == pytest.approx(1e-6 + (t.memory_s ** p + t.compute_s ** p) ** (1 / p))
+        assert t.seconds - 1e-6 > max(t.memory_s, t.compute_s)
+        if t.compute_s == pytest.approx(t.memory_s):
+            assert t.seconds - 1e-6 == pytest.approx(2 ** (1 / p) * t.memory_s)     # 1.26 times either
 
 
 def test_reuse_distance_prices_memory_along_the_measured_curve():
