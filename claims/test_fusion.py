@@ -272,10 +272,9 @@ AA_LIMIT = 0.10     # across programs: A/A controls under this share of the meas
     "near the bytes' time where the calibration stream runs from the cache level the unfused "
     "kernels run from, above it where the stream stays in a faster one (stated below, against the "
     f"{TIME_TOLERANCE:.0%} the argument aimed for). The kernel cost model, pricing each kernel at "
-    f"rates measured in a run of its own, aims to predict the extra time to within {MODEL_WITHIN[0]:g} "
-    f"and {MODEL_WITHIN[1]:g} of the measured at the median of {MODEL_RUNS} such runs; its runs and "
-    "their median are stated against that goal, not asserted: quiet renders meet it and runs at the "
-    "end of the CI sequence on the same kind of machine have not, for a reason not yet found.",
+    f"rates measured in a run of its own, predicts the extra time to within {MODEL_WITHIN[0]:g} "
+    f"and {MODEL_WITHIN[1]:g} of the measured at the median of {MODEL_RUNS} such runs (asserted); how "
+    f"many of its runs fall within them is stated against the goal of {MODEL_RUNS - 1} of {MODEL_RUNS}.",
     section="fusion",
     title="The time of undoing the pass, predicted from the bytes",
     finding="predicted {predicted extra time per call} a call, measured {measured extra time per call (median of paired rounds)}: a ratio of {measured / predicted extra time}")
@@ -318,15 +317,21 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
         f"(ratio {ratio:.2f}): undoing the pass cost less than {SOFTMAX_AT_LEAST:g} of its bytes at the stream's bandwidth")
     evidence.number("measured / predicted extra time", ratio, bound=(">=", SOFTMAX_AT_LEAST))
     evidence.table("per-call times, pinned single thread", run.table())
-    t.record_model(evidence, fused, plain, MODEL_WITHIN)
+    model_median = float(np.median(t.record_model(evidence, fused, plain, MODEL_WITHIN)))
+    assert MODEL_WITHIN[0] <= model_median <= MODEL_WITHIN[1], (
+        f"the cost model's extra time is {model_median:.3f} of the measured at the median of its "
+        f"{MODEL_RUNS} runs, outside [{MODEL_WITHIN[0]:g}, {MODEL_WITHIN[1]:g}]")
+    evidence.number(f"cost model: median over its {MODEL_RUNS} runs of measured / model extra time", model_median,
+                    bound={"min": MODEL_WITHIN[0], "max": MODEL_WITHIN[1]})
     # The note says nothing that depends on where in its spread this run's ratio fell: the
     # ratio straddles the aim's bound from run to run (1.24 in one fresh-clone check, 2.6 in
     # a render), and a sentence that flipped with it would not reproduce.
     evidence.note("Method: " + run.method() + f". The claim holds when measured/predicted >= "
                   f"{SOFTMAX_AT_LEAST:g}, |A/A difference| <= {SOFTMAX_AA_LIMIT:g} x "
-                  f"predicted; this is what each run asserts. The cost model's median measured/model extra "
-                  f"time over {MODEL_RUNS} runs of its own is stated against the goal [{MODEL_WITHIN[0]:g}, "
-                  f"{MODEL_WITHIN[1]:g}], not asserted. The argument aimed for |measured/predicted - 1| "
+                  f"predicted, and the cost model's median measured/model extra time over {MODEL_RUNS} runs "
+                  f"of its own in [{MODEL_WITHIN[0]:g}, {MODEL_WITHIN[1]:g}]; this is what each run asserts. "
+                  f"How many of those runs fall in that band is stated against the goal of {MODEL_RUNS - 1} of "
+                  f"{MODEL_RUNS}, not asserted. The argument aimed for |measured/predicted - 1| "
                   f"<= {TIME_TOLERANCE:g}; the ratio above says how far this run came from that, and the "
                   "claim does not assert it.")
     t.record_listings(evidence, "softmax", at_least=SOFTMAX_AT_LEAST, aa_limit=SOFTMAX_AA_LIMIT)
@@ -459,8 +464,9 @@ def test_policy_predicts_every_program(dump, unfused, evidence, tmp_path):
 
 # ---- 6. the time of undoing the pass, across programs ------------------------------------------
 
-# The fused programs' time is asserted; the extra time's goals are stated: a program's
-# measured extra time moves between runs by more than the worst goal (docs/timing-bounds.md).
+# The fused programs' time and the extra time's median error are asserted; the worst error is
+# stated: a program's measured extra time moves between runs by more than the worst goal
+# (docs/timing-bounds.md).
 FUSED_TIME_ERROR = 0.15
 EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
 
@@ -471,10 +477,10 @@ EXTRA_TIME_GOAL = {"median": 0.10, "worst": 0.25}
     f"{RANK_CORRELATION:g}); and the kernel cost model, at rates measured in the same run, "
     f"predicts the time of the fused programs to within {FUSED_TIME_ERROR:.0%} at the median, over "
     f"every one it prices of the {len(TIMED)} programs of the claim 'The policy predicts every decision' "
-    "(the table below names those it refuses, and why). Its extra time without the "
-    "pass is stated against its goals, a median error of 10 % and a worst of 25 %, with the "
-    "programs it refuses, and not asserted: a program's measured extra time moves between runs "
-    "by more than the worst goal allows.",
+    "(the table below names those it refuses, and why), and their extra time without the pass to "
+    f"within {EXTRA_TIME_GOAL['median']:.0%} at the median. Its worst error on the extra time is stated "
+    f"against the goal of {EXTRA_TIME_GOAL['worst']:.0%}, not asserted: a program's measured extra "
+    "time moves between runs by more than that allows.",
     section="fusion",
     title="The time of undoing the pass, across programs",
     finding="Spearman rank correlation {Spearman rank correlation, predicted against measured extra time}; "
@@ -501,7 +507,11 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     assert t.fused_median <= FUSED_TIME_ERROR, (
         f"the cost model's median error on the fused programs' time is {t.fused_median:.3f}, over "
         f"{FUSED_TIME_ERROR}: {[(n, round(r, 3)) for n, r in t.fused_ratios]}")
-    t.record_numbers(evidence, rank_correlation=RANK_CORRELATION, aa_limit=AA_LIMIT, fused_error=FUSED_TIME_ERROR)
+    assert t.extra_median <= EXTRA_TIME_GOAL["median"], (
+        f"the cost model's median error on the programs' extra time is {t.extra_median:.3f}, over "
+        f"{EXTRA_TIME_GOAL['median']}")
+    t.record_numbers(evidence, rank_correlation=RANK_CORRELATION, aa_limit=AA_LIMIT, fused_error=FUSED_TIME_ERROR,
+                     extra_error=EXTRA_TIME_GOAL["median"])
     t.record_goals(evidence, EXTRA_TIME_GOAL)
     evidence.note("Where the model misses (the per-program table's last column and the table by class): the "
                   "run's worker is sampled by Linux perf (cpu-clock at 4 kHz; pytest_dumpref/xla/kernel_perf.py), "

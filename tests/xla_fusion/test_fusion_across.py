@@ -145,13 +145,16 @@ def test_program_times_state_the_claims_numbers():
     assert t.aa_share == pytest.approx(statistics.median([0.1 / 2, 0.2 / 3, 0.3 / 7]))
     assert t.fused_ratios == [("softmax", pytest.approx(1.1)), ("gelu", pytest.approx(0.9))]
     assert t.fused_median == pytest.approx(0.1)
+    # extra time: softmax 2 / 2.5 (error 0.2), gelu 3 / 2 (error 0.5)
+    assert t.extra_median == pytest.approx(0.35)
     ev = Evidence()
-    t.record_numbers(ev, rank_correlation=0.6, aa_limit=0.1, fused_error=0.15)
+    t.record_numbers(ev, rank_correlation=0.6, aa_limit=0.1, fused_error=0.15, extra_error=0.4)
     got = {i["name"]: (i["value"], i.get("bound")) for i in _items(ev, "number")}
     assert got == {"Spearman rank correlation, predicted against measured extra time": (t.rank_correlation, [">=", 0.6]),
                    "median over programs of |A/A difference| / measured extra time": (t.aa_share, ["<=", 0.1]),
                    "programs the cost model predicts": (2, None),
-                   "fused programs' time, median |measured/model - 1|": (t.fused_median, ["<=", 0.15])}
+                   "fused programs' time, median |measured/model - 1|": (t.fused_median, ["<=", 0.15]),
+                   "extra time, median |measured/model - 1|": (t.extra_median, ["<=", 0.4])}
 
 
 def test_program_times_state_the_model_against_its_goals():
