@@ -74,6 +74,22 @@ class UndoTiming:
                                                title=title))
 
 
+def sampled_or_not(plan) -> tuple:
+    """``(run, profiles, why not sampled)``: the plan run under perf where perf may sample
+    (kernel_perf.profile_run); else, or where the sampled run fails or names no kernel, run
+    again unsampled (profiles empty, and why said)."""
+    why = kernel_perf.perf_available()
+    if why is None:
+        try:
+            run, profiles = kernel_perf.profile_run(plan)
+            if profiles:
+                return run, profiles, ""
+            why = "the sampled run named no kernel"
+        except (kernel_perf.PerfError, timing.TimingError) as e:
+            why = f"the sampled run failed: {str(e)[-300:]}"
+    return run_plan(plan), {}, why
+
+
 @dataclass
 class ProgramTimes:
     """Every program of TIMED dumped fused and unfused (the dumps of ``timed_dumps``), timed
@@ -102,17 +118,9 @@ class ProgramTimes:
         is split into its kernels' from the rounds the rates were measured in."""
         predicted_bytes, dumps, variants, programs = timed_dumps(dump, passes)
         plan = calibrate.plan(rounds, calls_per_round, variants=variants, programs=programs, timeout_s=timeout_s)
-        why = kernel_perf.perf_available()
-        profiles: dict = {}
-        if why is None:
-            try:
-                run, profiles = kernel_perf.profile_run(plan)
-            except (kernel_perf.PerfError, timing.TimingError) as e:   # timed again, unsampled
-                why = f"the sampled run failed: {str(e)[-300:]}"
-        if not profiles:
-            run = run_plan(plan)
+        run, profiles, why = sampled_or_not(plan)
         t = cls(plan, run, predicted_bytes, dumps, **calibrate.across_programs(run, predicted_bytes, dumps),
-                unprofiled=why or "")
+                unprofiled=why)
         if profiles:
             t.misses = kernel_misses(t.predictions, profiles)
         for row in t.rows:

@@ -256,3 +256,22 @@ def test_kernel_misses_set_the_runs_predictions_beside_its_profiles():
         "wrapped_multiply (unfused)": pytest.approx(60.0), "outside the kernels": pytest.approx(50.0),
         "wrapped_add (unfused)": pytest.approx(-10.0), "add_multiply_fusion (fused)": pytest.approx(10.0),
         "library kernels": 0.0}
+
+
+def test_a_sampled_run_that_fails_is_timed_again_unsampled(monkeypatch):
+    """The claim across programs runs its plan under perf where perf may sample; where the
+    sampled run fails (its worker could not name its kernels: kernel_perf raises PerfError) or
+    perf may not sample, the plan is timed again unsampled (a real run) and the claim says why."""
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (8, 8)),),
+                      variants={"softmax": {}}, stream_shape=(8, 8), rounds=2, calls_per_round=2, warmup_calls=1)
+
+    def fails(p):
+        raise fusion_timing.kernel_perf.PerfError("the timing worker named no JIT kernel")
+    monkeypatch.setattr(fusion_timing.kernel_perf, "perf_available", lambda: None)
+    monkeypatch.setattr(fusion_timing.kernel_perf, "profile_run", fails)
+    run, profiles, why = fusion_timing.sampled_or_not(plan)
+    assert profiles == {} and why == "the sampled run failed: the timing worker named no JIT kernel"
+    assert run.plan == plan and len(run.variants["softmax"].samples) == plan.rounds
+    monkeypatch.setattr(fusion_timing.kernel_perf, "perf_available", lambda: "perf is not installed")
+    run, profiles, why = fusion_timing.sampled_or_not(plan)
+    assert (profiles, why) == ({}, "perf is not installed") and run.variants["softmax"].samples
