@@ -76,15 +76,13 @@ class UndoTiming:
 
 def sampled_or_not(plan) -> tuple:
     """``(run, profiles, why not sampled)``: the plan run under perf where perf may sample
-    (kernel_perf.profile_run); else, or where the sampled run fails or names no kernel, run
-    again unsampled (profiles empty, and why said)."""
+    (kernel_perf.profile_run, a profile per variant); else, or where the sampled run fails
+    (its worker could not name its kernels, or perf failed), run again unsampled (profiles
+    empty, and why said)."""
     why = kernel_perf.perf_available()
     if why is None:
         try:
-            run, profiles = kernel_perf.profile_run(plan)
-            if profiles:
-                return run, profiles, ""
-            why = "the sampled run named no kernel"
+            return (*kernel_perf.profile_run(plan), "")
         except (kernel_perf.PerfError, timing.TimingError) as e:
             why = f"the sampled run failed: {str(e)[-300:]}"
     return run_plan(plan), {}, why
