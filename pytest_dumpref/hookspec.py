@@ -20,7 +20,7 @@ def pytest_dumpref_environment_fields() -> list[tuple[str, str, int]] | None:
     ``rule`` says how a re-run may differ: ``"machine"`` (a fact of the machine, reported side
     by side and not a failure), ``"varies"`` (declared as varying between runs) or ``""``
     (compared exactly).  Rows appear in the order of their ``rank``; the core's are python 50,
-    os 60, cpu_count 70, caches 80, commit 100, dirty 110."""
+    os 60, cpu_count 70, caches 80, call_timer 90, commit 100, dirty 110."""
 
 
 @pytest.hookspec

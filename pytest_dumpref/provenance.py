@@ -12,6 +12,7 @@ import functools
 import os
 import platform
 import subprocess
+import time
 from pathlib import Path
 
 
@@ -79,7 +80,50 @@ def caches_text(cpu: int = 0) -> str:
 # The core's rows of the environment table: (name, rule, rank), as the hook
 # pytest_dumpref_environment_fields gives an extension's.
 CORE_FIELDS = [("python", "machine", 50), ("os", "machine", 60), ("cpu_count", "machine", 70),
-               ("caches", "machine", 80), ("commit", "varies", 100), ("dirty", "varies", 110)]
+               ("caches", "machine", 80), ("call_timer", "machine", 90), ("commit", "varies", 100),
+               ("dirty", "varies", 110)]
+
+
+# A timed call is the process's CPU time where that clock can time one: on Linux it steps by
+# under a microsecond (a read is a system call: 1.2 us on the
+# AMD EPYC of these sessions).  gVisor (runsc, the
+# sandbox of a TPU host) advances it in 10 ms ticks and reports a resolution of 1 ns: every
+# call under 10 ms then read 0 us, and a claim failed with "the streaming kernel (0.0 us) was
+# not slower than the dispatch kernel (0.0 us)".  Where it steps by more than this, calls are
+# timed by the wall clock (time.perf_counter_ns), whose step there is 0.4 us.
+CPU_CLOCK_MAX_STEP_NS = 10_000
+
+
+def cpu_clock_step_ns(clock=time.process_time_ns, spin_s: float = 0.05, steps: int = 16) -> int:
+    """The smallest step of ``clock`` (the process's CPU clock) seen while spinning until it
+    has stepped ``steps`` times or ``spin_s`` seconds of wall time have passed; a clock that
+    never stepped gives the time spun (its step is at least that).  Measured, because the
+    resolution the system reports is not the step (gVisor reports 1 ns and steps 10 ms)."""
+    seen = []
+    last = clock()
+    t0 = elapsed = time.perf_counter_ns()
+    while len(seen) < steps and elapsed - t0 <= spin_s * 1e9:
+        now = clock()
+        if now != last:
+            seen.append(now - last)
+            last = now
+        elapsed = time.perf_counter_ns()
+    return min(seen) if seen else elapsed - t0
+
+
+def call_timer(step_ns: int) -> str:
+    """What times a call, for a process CPU clock stepping ``step_ns``: the CPU time where that
+    clock can time one (CPU_CLOCK_MAX_STEP_NS), else the wall clock."""
+    return "process CPU time" if step_ns <= CPU_CLOCK_MAX_STEP_NS else "wall clock"
+
+
+def call_timer_text(step_ns: int) -> str:
+    """The environment's row: what times a call, and why.  The same text on the same machine
+    (a machine row that differs says the machine differs): a step under the bound is not given,
+    since it wobbles from run to run (1.0-1.2 us here); a coarse one is a tick, and is."""
+    if call_timer(step_ns) == "process CPU time":
+        return f"process CPU time (its clock steps under {CPU_CLOCK_MAX_STEP_NS // 1000} us)"
+    return f"wall clock (the process CPU clock steps {step_ns / 1000:,.0f} us)"
 
 
 def schedulable_cpus() -> int:
@@ -100,6 +144,7 @@ def environment(root: Path, ignore: tuple[str, ...] = ()) -> dict:
         "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
         "cpu_count": schedulable_cpus(),
         "caches": caches_text(0),
+        "call_timer": call_timer_text(cpu_clock_step_ns()),
     }
     env.update(git_state(root, ignore))
     return env

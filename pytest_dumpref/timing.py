@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from .claims import measured as measured_cell
+from .provenance import CPU_CLOCK_MAX_STEP_NS, call_timer, cpu_clock_step_ns
 from .provenance import cpu_caches  # noqa: F401 - the claims read the caches through timing
 
 SINGLE_THREAD_XLA_FLAGS = ["--xla_cpu_multi_thread_eigen=false"]
@@ -201,6 +202,8 @@ class TimingResult:
     cpu: int
     xla_flags: str
     jax_version: str
+    timer: str = "process CPU time"    # what timed each call (provenance.call_timer)
+    cpu_clock_step_ns: int = 0         # the step of the process's CPU clock it was chosen by
 
     # -- the numbers a claim states ------------------------------------------------------
     def paired_differences(self, base: str, other: str) -> list:
@@ -371,7 +374,8 @@ def run_plan(plan: TimingPlan, pythonpath: tuple = (), *, command: tuple = WORKE
                           f"\n{proc.stderr[-2000:]}") from e
     variants = {name: VariantTiming(**v) for name, v in raw["variants"].items()}
     return TimingResult(plan=plan, variants=variants, orders=raw["orders"], cpu=raw["cpu"],
-                        xla_flags=raw["xla_flags"], jax_version=raw["jax_version"])
+                        xla_flags=raw["xla_flags"], jax_version=raw["jax_version"],
+                        timer=raw["timer"], cpu_clock_step_ns=raw["cpu_clock_step_ns"])
 
 
 TIMING_LOCK = "pytest-dumpref-timing.lock"
@@ -451,7 +455,7 @@ def plan_listing(plan: TimingPlan) -> str:
     reader who pastes it above the worker's source has the timing loop as it ran."""
     constants = "\n".join(f"{name} = {globals()[name]!r}" for name in (
         "SINGLE_THREAD_XLA_FLAGS", "ALLOCATOR_ENV", "STREAM", "DISPATCH", "STREAM_COLD", "COLD_INPUT_BYTES",
-        "AA_INERT_OPTION"))
+        "AA_INERT_OPTION", "CPU_CLOCK_MAX_STEP_NS"))
     import jax
     return (f"# timed.py needs plain jax: pip install jax=={jax.__version__} jaxlib=={jax.__version__} numpy\n"
             "# Run it as\n"
@@ -477,7 +481,8 @@ def plan_listing(plan: TimingPlan) -> str:
             "class TimingError(RuntimeError):\n    pass\n\n\n"
             + inspect.getsource(resolve_program) + "\n\n"
             "# The tables' 'us/call' of a variant: the median of its samples (per round, its fastest\n"
-            "# call's CPU time) ± median_noise(samples) (statistic.py lists it).\n")
+            "# call's CPU time, or wall time where call_timer says so) ± median_noise(samples)\n"
+            "# (statistic.py lists it).\n")
 
 
 def program_listing(plan: TimingPlan) -> str:
@@ -539,7 +544,7 @@ def worker_listing(plan: TimingPlan) -> str:
     """The timed subprocess as one script that runs with plain jax: ``plan_listing(plan)``,
     then the source of the worker and the functions it calls, then the line that runs it."""
     return (plan_listing(plan) + "\n\n" + "\n\n".join(
-                inspect.getsource(f) for f in (_pin, fill, _stream, _worker))
+                inspect.getsource(f) for f in (_pin, fill, _stream, cpu_clock_step_ns, call_timer, _worker))
             + "\n\nprint(json.dumps(_worker(plan)))\n")
 
 
@@ -565,7 +570,9 @@ def record_listings(evidence, plan: TimingPlan, comparisons: list, across: dict 
         f"gets the inert option {AA_INERT_OPTION} (nothing is dumped) because jax would otherwise "
         "return its twin's cached executable, and the worker checks that the executable is distinct and "
         "its HLO identical. One timed call is the process's CPU time (time.process_time_ns) around "
-        "jax.block_until_ready(compiled(*args)), which a neighbour preempting the pinned process does not add to. "
+        "jax.block_until_ready(compiled(*args)), which a neighbour preempting the pinned process does not add to; "
+        f"where that clock steps by more than {CPU_CLOCK_MAX_STEP_NS // 1000} us (gVisor's ticks 10 ms), the wall "
+        "clock (time.perf_counter_ns): the environment's call_timer row says which, and the step. "
         "A round runs every variant's batch of calls in a shuffled order and keeps each batch's fastest "
         "call; a difference is the median over rounds of the per-round (paired) differences. The ± beside "
         "a time is the standard error of that median, 1.2533 x (IQR / 1.349) / sqrt(rounds) of the samples "
@@ -814,6 +821,8 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
         on_compiled()
 
     turn = {STREAM_COLD: 0}
+    clock_step = cpu_clock_step_ns()
+    by_cpu_time = clock_step <= CPU_CLOCK_MAX_STEP_NS
 
     def run(name, n, timed=False) -> tuple:
         """Seconds of each of ``n`` calls; each call finishes before the next starts.  The
@@ -827,11 +836,12 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
             # The process's CPU time, not the wall clock: on a core it shares with another
             # process a call of more than a time slice is preempted every time, and its wall
             # time counts the neighbour's slices; the CPU time this (pinned) process spent
-            # does not.  On a quiet core the two agree to within 1 %.
+            # does not.  On a quiet core the two agree to within 1 %.  Where the CPU clock
+            # cannot time a call (by_cpu_time: gVisor's ticks 10 ms), the wall clock does.
             t0, c0 = time.perf_counter_ns(), time.process_time_ns()
             jax.block_until_ready(compiled(*a))
             cpu_ns, t1 = time.process_time_ns() - c0, time.perf_counter_ns()
-            times.append(cpu_ns * 1e-9)
+            times.append((cpu_ns if by_cpu_time else t1 - t0) * 1e-9)
             walls.append((t1 - t0) * 1e-9)
             if call_log is not None and timed:
                 call_log.append((name, t0, t1, cpu_ns))
@@ -896,7 +906,8 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
                           "minor_faults_per_call": faults[name] / calls,
                           "hlo_text": compiled.as_text()}
     return {"variants": variants, "orders": orders, "cpu": cpu,
-            "xla_flags": os.environ.get("XLA_FLAGS", ""), "jax_version": jax.__version__}
+            "xla_flags": os.environ.get("XLA_FLAGS", ""), "jax_version": jax.__version__,
+            "timer": call_timer(clock_step), "cpu_clock_step_ns": clock_step}
 
 
 def serve(**worker) -> int:

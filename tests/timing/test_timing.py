@@ -318,6 +318,30 @@ def test_prediction_figure_is_deterministic(tmp_path):
     assert one.read_bytes() == two.read_bytes()
 
 
+def test_a_call_is_timed_by_cpu_time_where_that_clock_can_time_one(small_run):
+    # this machine's CPU clock steps by about a microsecond: the run timed its calls by it
+    from pytest_dumpref.provenance import CPU_CLOCK_MAX_STEP_NS, cpu_clock_step_ns
+    assert 0 < cpu_clock_step_ns() <= CPU_CLOCK_MAX_STEP_NS
+    assert small_run.timer == "process CPU time"
+    assert 0 < small_run.cpu_clock_step_ns <= CPU_CLOCK_MAX_STEP_NS
+
+
+def test_a_cpu_clock_in_coarse_ticks_hands_the_call_to_the_wall_clock():
+    # gVisor's process CPU clock: real time, in 10 ms ticks (it reports 1 ns of resolution)
+    import time
+    from pytest_dumpref.provenance import call_timer, call_timer_text, cpu_clock_step_ns
+
+    def ticks():
+        return time.perf_counter_ns() // 10_000_000 * 10_000_000
+    step = cpu_clock_step_ns(ticks, spin_s=0.1, steps=3)
+    assert step == 10_000_000
+    assert call_timer(step) == "wall clock"
+    assert call_timer_text(step) == "wall clock (the process CPU clock steps 10,000 us)"
+    assert call_timer_text(1200) == call_timer_text(1000) == "process CPU time (its clock steps under 10 us)"
+    # a clock that never steps within the spin: its step is at least the time spun
+    assert cpu_clock_step_ns(lambda: 7, spin_s=0.02) >= 20_000_000
+
+
 def test_cpu_caches_reads_sysfs_or_nothing():
     from pytest_dumpref.timing import cpu_caches
     caches = cpu_caches(0)
