@@ -99,7 +99,7 @@ def cpu_clock_step_ns(clock=time.process_time_ns, spin_s: float = 0.05, steps: i
     has stepped ``steps`` times or ``spin_s`` seconds of wall time have passed; a clock that
     never stepped gives the time spun (its step is at least that).  Measured, because the
     resolution the system reports is not the step (gVisor reports 1 ns and steps 10 ms)."""
-    seen = []
+    seen: list[int] = []
     last = clock()
     t0 = elapsed = time.perf_counter_ns()
     while len(seen) < steps and elapsed - t0 <= spin_s * 1e9:
