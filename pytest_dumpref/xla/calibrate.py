@@ -43,7 +43,7 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   (every buffer in the level-2 cache), the slope between the two per element: the floor of a
   kernel the fusion-wrapper made of one elementwise instruction of two operands
   (``cost_model``'s docstring says why); and so, on chains of their own, the floors of
-  ``cost_model.ONE_OP_KINDS`` (a negate or a floor; a compare; a select: ``ONE_OP_KIND_ARGS``);
+  ``cost_model.ONE_OP_KINDS`` (a negate or a floor; a select; a compare: ``ONE_OP_KIND_ARGS``);
   and the operations of ``cost_model.ALONE`` (exp, tanh, divide, sqrt, a transposing copy)
   alone, each in such a kernel (the copy compiled without the fusion pass, as the unfused
   programs' ``wrapped_copy`` is), as the compute classes are measured (``<class> (one-op loop)``).
@@ -79,7 +79,7 @@ COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the 
 ONE_OP_ROWS = (16, 64)                        # the chain: x, y, 2 temporaries of 64-256 KiB: in L2
 ONE_OP_CHAIN = 16                             # one-op kernels a call (k_mul_chain)
 # the chains of the one-op floors of cost_model.ONE_OP_KINDS: their arguments' dtypes
-ONE_OP_KIND_ARGS = {"unary": (F32,), "compare": (F32, F32, F32), "select": ("bool", "bool", F32, F32)}
+ONE_OP_KIND_ARGS = {"unary": (F32,), "select": ("bool", "bool", F32, F32), "compare": (F32, F32, F32)}
 REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 CHECK_ROWS = (256, 1024, 2048)
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
@@ -549,13 +549,13 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     compute[cost_model.ONE_OP] = max(med[large] - med[small], 1e-12) / (elements[1] - elements[0])
     # the floors of the other kinds, the same slope; a chain's kernels of a kind measured
     # before (the compare chain's selects) are taken out at their floor
-    for kind in ("unary", "select", "compare"):
-        def by_kind(name):
-            counts: dict = {}
-            for k in _census(v[name].hlo_text).kernels:
-                counts[k.one_op_kind] = counts.get(k.one_op_kind, 0.0) + k.one_op
-            return counts
+    def by_kind(name):
+        counts: dict = {}
+        for k in _census(v[name].hlo_text).kernels:
+            counts[k.one_op_kind] = counts.get(k.one_op_kind, 0.0) + k.one_op
+        return counts
 
+    for kind in cost_model.ONE_OP_KINDS:
         small, large = (f"one-op {kind} {r}" for r in ONE_OP_ROWS)
         cs, cl = by_kind(small), by_kind(large)
         n = cl.get(kind, 0.0) - cs.get(kind, 0.0)

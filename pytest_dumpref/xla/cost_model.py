@@ -7,8 +7,8 @@ library fusion, or a bare instruction) costs
 
 (a one-op loop kernel: ``(memory ** ONE_OP_OVERLAP + compute ** ONE_OP_OVERLAP) **
 (1 / ONE_OP_OVERLAP)`` for the max) and a program costs one dispatch plus its kernels (the
-first kernel's launch is part of the dispatch).  The rates come from ``calibrate.py``, measured with ``timing.py``'s pinned
-worker:
+first kernel's launch is part of the dispatch).  The rates come from ``calibrate.py``,
+measured with ``timing.py``'s pinned worker:
 
 * *memory*: every buffer the kernel reads or writes, in bytes, each byte priced by the
   measured cost per byte at its **reuse distance**: the bytes of distinct memory the program
@@ -246,8 +246,9 @@ ONE_OP = "one-op loop"
 # two-operand floor, huber_loss's unfused abs was priced 148 us and ran 77 (perf, in the run
 # that measured the rates), its compare 156 and 195, its select 150 and 199; at their own,
 # in another run, 93 and 95, 186 and 186, 184 and 180.  A one-op kernel of no kind here (two
-# operands, or more but not a select) takes ONE_OP.
-ONE_OP_KINDS = ("unary", "compare", "select")
+# operands, or more but not a select) takes ONE_OP.  In the order calibrate measures them: the
+# compare chain's selects are taken out at the select floor.
+ONE_OP_KINDS = ("unary", "select", "compare")
 
 
 def one_op_floor(kind: str) -> str:
@@ -261,6 +262,8 @@ def one_op_kind(inst: Instruction) -> str:
     if inst.opcode in ("compare", "select"):
         return inst.opcode
     return "unary" if len(inst.operands) == 1 else ""
+
+
 # The operations measured alone in a one-op loop kernel as well (their rate there is
 # alone(class)): XLA:CPU emits such a kernel by another path than a loop fusion of several
 # instructions, and an exp alone cost 1.3 times what an exp beside an add did (module
