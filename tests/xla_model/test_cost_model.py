@@ -455,6 +455,28 @@ def test_each_kind_of_one_op_floor_is_measured_on_a_chain_of_its_kernels(kind):
     assert cost_model.one_op_floor(kind) in cost_model.OP_CLASSES
 
 
+def test_a_slow_mode_of_a_floor_chain_does_not_move_its_floor():
+    """A chain in the level 2 ran in a slow mode for most of a run (the x * y chain at 64 rows,
+    237-240 us in 17 of 20 rounds where it ran 157 in the others): the floors are the slope of
+    the chains' fastest rounds, so a slow mode in every round but the fastest leaves them as
+    they are, where the slope of medians would move."""
+    import copy
+
+    from pytest_dumpref.timing import run_plan
+    run = run_plan(calibrate.plan(3, 2))
+    before = calibrate.rates_from(run).compute
+    slowed = copy.deepcopy(run)
+    for kind in ("",) + cost_model.ONE_OP_KINDS:
+        name = f"one-op {kind + ' ' if kind else ''}{calibrate.ONE_OP_ROWS[1]}"
+        s = slowed.variants[name].samples
+        fast = s.index(min(s))
+        slowed.variants[name].samples = [x if i == fast else 1.5 * x for i, x in enumerate(s)]
+        assert slowed.variants[name].median > 1.2 * run.variants[name].median   # the medians moved
+    after = calibrate.rates_from(slowed).compute
+    floors = [cost_model.one_op_floor(k) for k in ("",) + cost_model.ONE_OP_KINDS]
+    assert [after[f] for f in floors] == [before[f] for f in floors]
+
+
 def test_a_one_op_kernel_takes_the_floor_of_its_kind(tmp_path_factory):
     """-x, x * y, x > y and where(p, x, y) unfused: each a one-op loop kernel whose floor is its
     kind's (a two-operand kernel ONE_OP's); rates without a kind's floor are refused by name."""
