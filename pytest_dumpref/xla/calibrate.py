@@ -39,8 +39,8 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   the memory term's);
   dot and convolution per flop, less the dispatch.
 * **one-op loop kernels**: a chain of ``ONE_OP_CHAIN`` multiplies ``x = x * y`` compiled
-  without the fusion pass (so many one-op kernels a call) over f32[16, 1024] and f32[64, 1024]
-  (every buffer in the level-2 cache), the slope between the two per element, of their fastest
+  without the fusion pass (so many one-op kernels a call) over f32[8, 1024] and f32[32, 1024]
+  (every buffer in half of the level-2 cache), the slope between the two per element, of their fastest
   rounds (a chain's slow mode can last most of a run: ``rates_from``): the floor of a
   kernel the fusion-wrapper made of one elementwise instruction of two operands
   (``cost_model``'s docstring says why); and so, on chains of their own, the floors of
@@ -77,7 +77,10 @@ ROW = 1024                                    # every calibration array is f32[r
 CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 COMPUTE_ROWS = 128                            # 512 KiB an array: input and output in L2 (1 MiB)
 COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the programs studied
-ONE_OP_ROWS = (16, 64)                        # the chain: x, y, 2 temporaries of 64-256 KiB: in L2
+# The chain's x, y and 2 temporaries: 128 KiB at 8 rows, 512 KiB at 32, half the level 2 of
+# an AMD EPYC (1 MiB).  At 64 rows they filled it (1 MiB), and in two of five runs of the
+# claim's plan the chain ran in a slow mode for most rounds (rates_from's comment).
+ONE_OP_ROWS = (8, 32)
 ONE_OP_CHAIN = 16                             # one-op kernels a call (k_mul_chain)
 # the chains of the one-op floors of cost_model.ONE_OP_KINDS: their arguments' dtypes
 ONE_OP_KIND_ARGS = {"unary": (F32,), "select": ("bool", "bool", F32, F32), "compare": (F32, F32, F32)}
@@ -545,9 +548,11 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     # call's fixed cost nor memory time enters it (cost_model's docstring: how it meets the
     # memory time).  The slope of the chains' fastest rounds, not of their medians: a chain
     # in the level 2 runs at one speed but for a slow mode that can last most of a run.  In
-    # one of five runs of the claim's plan (2026-12-06) the chain of x * y at 64 rows took
-    # 237-240 us in 17 of 20 rounds and 157-158 in the other 3 (the other four runs: 151-164
-    # in every round), and the medians gave a floor of 0.235 ns an element for 0.128-0.134.
+    # one of five runs of the claim's plan (2026-12-06) the chain of x * y at 64 rows (its
+    # buffers then filled the level 2: ONE_OP_ROWS) took 237-240 us in 17 of 20 rounds and
+    # 157-158 in the other 3, in another 192-196 in most rounds (the other three runs:
+    # 151-164 in every round), and the medians gave floors of 0.234 and 0.178 ns an element
+    # for 0.128-0.135.
     fastest = {k: min(x.samples) for k, x in v.items()}
     small, large = (f"one-op {r}" for r in ONE_OP_ROWS)
     elements = [sum(k.one_op for k in _census(v[n].hlo_text).kernels) for n in (small, large)]

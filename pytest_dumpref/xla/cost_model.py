@@ -140,7 +140,12 @@ shared with other tenants; pinned single thread):
   chain's floor the model prices most programs' extra time below the measured on that
   machine (median |measured/model - 1| over programs 0.18-0.26 in four runs, most programs
   above 1; with the single call's floor 0.16 in one, most below 1): which kernels the
-  difference lies in is not found yet (docs/timing-bounds.md).
+  difference lies in is not found yet (docs/timing-bounds.md).  Since 2026-12-06 (evening)
+  the chain runs at 8 and 32 rows (512 KiB at most: its x, y and two temporaries), the slope
+  of its fastest rounds: at 64 rows its four buffers filled the 1 MiB level 2, and in two of
+  five runs of the claim's plan it ran in a slow mode for most rounds (floors of 0.234 and
+  0.178 ns from the medians); alone, the slope between 8 and 32 rows and between 16 and 64
+  came out the same (0.128-0.129 and 0.130).
 * Two paths, two rates: on an Intel Xeon (2 MiB of L2 a core; the stream ``y = 2x`` at 25
   GB/s) ``exp`` alone (XLA's ``wrapped_exponential``) cost 0.54-0.59 ns an element over
   f32[1024, 1024] and ``exp(x) + 0.5`` (a loop fusion of two) 0.43-0.46; ``x / y`` alone
@@ -241,7 +246,7 @@ ONE_OP = "one-op loop"
 # A one-op kernel's floor by its operation, measured apart (calibrate's chains of each kind):
 # the loop copies each operand's vectors through the stack, so that an operand more costs
 # more.  Measured on an AMD EPYC (every buffer in the level-2 cache; one run, the slope
-# between 16 and 64 rows): 124 ps an element for x * y, 81 for a negate or a floor, 160 for
+# between 16 and 64 rows, as the chains then ran): 124 ps an element for x * y, 81 for a negate or a floor, 160 for
 # a select, 160 for a compare (its mask, a byte an element, then read by a select).  At the
 # two-operand floor, huber_loss's unfused abs was priced 148 us and ran 77 (perf, in the run
 # that measured the rates), its compare 156 and 195, its select 150 and 199; at their own,
