@@ -1610,6 +1610,18 @@ _NAMED = {"exponential": "exp", "tanh": "tanh", "log": "log", "sqrt": "sqrt", "r
 # not an operation's class; a kernel's count of it is in Kernel.one_op.
 ONE_OP = "one-op loop"
 
+# A one-op kernel's floor by its operation, measured apart (calibrate's chains of each kind):
+# the loop copies each operand's vectors through the stack, so that an operand more costs
+# more.  Measured on an AMD EPYC (every buffer in the level-2 cache; one run, the slope
+# between 16 and 64 rows, as the chains then ran): 124 ps an element for x * y, 81 for a negate or a floor, 160 for
+# a select, 160 for a compare (its mask, a byte an element, then read by a select).  At the
+# two-operand floor, huber_loss's unfused abs was priced 148 us and ran 77 (perf, in the run
+# that measured the rates), its compare 156 and 195, its select 150 and 199; at their own,
+# in another run, 93 and 95, 186 and 186, 184 and 180.  A one-op kernel of no kind here (two
+# operands, or more but not a select) takes ONE_OP.  In the order calibrate measures them: the
+# compare chain's selects are taken out at the select floor.
+ONE_OP_KINDS = ("unary", "select", "compare")
+
 def one_op_floor(kind: str) -> str:
     """The rate of Rates.compute of a one-op loop kernel's floor of ``kind`` (ONE_OP_KINDS),
     ONE_OP for ''."""
@@ -2299,7 +2311,10 @@ CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 
 COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the programs studied
 
-ONE_OP_ROWS = (16, 64)                        # the chain: x, y, 2 temporaries of 64-256 KiB: in L2
+# The chain's x, y and 2 temporaries: 128 KiB at 8 rows, 512 KiB at 32, half the level 2 of
+# an AMD EPYC (1 MiB).  At 64 rows they filled it (1 MiB), and in two of five runs of the
+# claim's plan the chain ran in a slow mode for most rounds (rates_from's comment).
+ONE_OP_ROWS = (8, 32)
 
 REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 
@@ -2460,21 +2475,29 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
         compute[rate] = max(body - others, 1e-12) / counts[cls]
     # a one-op loop kernel's cost per element (cost_model's docstring): a chain of x * y, the
     # slope between two sizes whose buffers stay in the level-2 cache, so that neither the
-    # call's fixed cost nor memory time enters it (it is the larger of this and the memory time)
+    # call's fixed cost nor memory time enters it (cost_model's docstring: how it meets the
+    # memory time).  The slope of the chains' fastest rounds, not of their medians: a chain
+    # in the level 2 runs at one speed but for a slow mode that can last most of a run.  In
+    # one of five runs of the claim's plan (2026-12-06) the chain of x * y at 64 rows (its
+    # buffers then filled the level 2: ONE_OP_ROWS) took 237-240 us in 17 of 20 rounds and
+    # 157-158 in the other 3, in another 192-196 in most rounds (the other three runs:
+    # 151-164 in every round), and the medians gave floors of 0.234 and 0.178 ns an element
+    # for 0.128-0.135.
+    fastest = {k: min(x.samples) for k, x in v.items()}
     small, large = (f"one-op {r}" for r in ONE_OP_ROWS)
     elements = [sum(k.one_op for k in _census(v[n].hlo_text).kernels) for n in (small, large)]
     if not elements[1] > elements[0] > 0:
         raise RuntimeError(f"calibration: the chain of x * y compiled to no one-op loop kernel ({elements})")
-    compute[cost_model.ONE_OP] = max(med[large] - med[small], 1e-12) / (elements[1] - elements[0])
+    compute[cost_model.ONE_OP] = max(fastest[large] - fastest[small], 1e-12) / (elements[1] - elements[0])
     # the floors of the other kinds, the same slope; a chain's kernels of a kind measured
     # before (the compare chain's selects) are taken out at their floor
-    for kind in ("unary", "select", "compare"):
-        def by_kind(name):
-            counts: dict = {}
-            for k in _census(v[name].hlo_text).kernels:
-                counts[k.one_op_kind] = counts.get(k.one_op_kind, 0.0) + k.one_op
-            return counts
+    def by_kind(name):
+        counts: dict = {}
+        for k in _census(v[name].hlo_text).kernels:
+            counts[k.one_op_kind] = counts.get(k.one_op_kind, 0.0) + k.one_op
+        return counts
 
+    for kind in cost_model.ONE_OP_KINDS:
         small, large = (f"one-op {kind} {r}" for r in ONE_OP_ROWS)
         cs, cl = by_kind(small), by_kind(large)
         n = cl.get(kind, 0.0) - cs.get(kind, 0.0)
@@ -2482,7 +2505,7 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
             raise RuntimeError(f"calibration: the chain of {kind} one-op kernels compiled to none ({cl})")
         others = sum((cl.get(o, 0.0) - cs.get(o, 0.0)) * compute[cost_model.one_op_floor(o)] for o in set(cl) | set(cs)
                      if o != kind)
-        compute[cost_model.one_op_floor(kind)] = max(med[large] - med[small] - others, 1e-12) / n
+        compute[cost_model.one_op_floor(kind)] = max(fastest[large] - fastest[small] - others, 1e-12) / n
     base.compute = compute
     return base
 
