@@ -85,12 +85,12 @@ CORE_FIELDS = [("python", "machine", 50), ("os", "machine", 60), ("cpu_count", "
 
 
 # A timed call is the process's CPU time where that clock can time one: on Linux it steps by
-# under a microsecond (a read is a system call: 1.2 us on the
-# AMD EPYC of these sessions).  gVisor (runsc, the
-# sandbox of a TPU host) advances it in 10 ms ticks and reports a resolution of 1 ns: every
-# call under 10 ms then read 0 us, and a claim failed with "the streaming kernel (0.0 us) was
-# not slower than the dispatch kernel (0.0 us)".  Where it steps by more than this, calls are
-# timed by the wall clock (time.perf_counter_ns), whose step there is 0.4 us.
+# about a microsecond (a read is a system call: 1.0-1.2 us on the AMD EPYC of these sessions).
+# gVisor (runsc, the sandbox of a TPU host) advances it in 10 ms ticks and reports a
+# resolution of 1 ns: every call under 10 ms then read 0 us, and a claim failed with "the
+# streaming kernel (0.0 us) was not slower than the dispatch kernel (0.0 us)".  Where it steps
+# by more than this, calls are timed by the wall clock (time.perf_counter_ns), whose step
+# there is 0.4 us.
 CPU_CLOCK_MAX_STEP_NS = 10_000
 
 
