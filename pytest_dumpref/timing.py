@@ -572,7 +572,7 @@ def record_listings(evidence, plan: TimingPlan, comparisons: list, across: dict 
         "its HLO identical. One timed call is the process's CPU time (time.process_time_ns) around "
         "jax.block_until_ready(compiled(*args)), which a neighbour preempting the pinned process does not add to; "
         f"where that clock steps by more than {CPU_CLOCK_MAX_STEP_NS // 1000} us (gVisor's ticks 10 ms), the wall "
-        "clock (time.perf_counter_ns): the environment's call_timer row says which, and the step. "
+        "clock (time.perf_counter_ns): the environment's call_timer row says which, and why. "
         "A round runs every variant's batch of calls in a shuffled order and keeps each batch's fastest "
         "call; a difference is the median over rounds of the per-round (paired) differences. The ± beside "
         "a time is the standard error of that median, 1.2533 x (IQR / 1.349) / sqrt(rounds) of the samples "
@@ -822,7 +822,8 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
 
     turn = {STREAM_COLD: 0}
     clock_step = cpu_clock_step_ns()
-    by_cpu_time = clock_step <= CPU_CLOCK_MAX_STEP_NS
+    timer = call_timer(clock_step)
+    by_cpu_time = timer == "process CPU time"
 
     def run(name, n, timed=False) -> tuple:
         """Seconds of each of ``n`` calls; each call finishes before the next starts.  The
@@ -907,7 +908,7 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
                           "hlo_text": compiled.as_text()}
     return {"variants": variants, "orders": orders, "cpu": cpu,
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "jax_version": jax.__version__,
-            "timer": call_timer(clock_step), "cpu_clock_step_ns": clock_step}
+            "timer": timer, "cpu_clock_step_ns": clock_step}
 
 
 def serve(**worker) -> int:

@@ -40,9 +40,9 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   dot and convolution per flop, less the dispatch.
 * **one-op loop kernels**: a chain of ``ONE_OP_CHAIN`` multiplies ``x = x * y`` compiled
   without the fusion pass (so many one-op kernels a call) over f32[8, 1024] and f32[32, 1024]
-  (every buffer in half of the level-2 cache), the slope between the two per element, of their fastest
-  rounds (a chain's slow mode can last most of a run: ``rates_from``): the floor of a
-  kernel the fusion-wrapper made of one elementwise instruction of two operands
+  (every buffer in half of the level-2 cache), the slope between the two per element, of
+  their fastest rounds (a chain's slow mode can last most of a run: ``rates_from``): the
+  floor of a kernel the fusion-wrapper made of one elementwise instruction of two operands
   (``cost_model``'s docstring says why); and so, on chains of their own, the floors of
   ``cost_model.ONE_OP_KINDS`` (a negate or a floor; a select; a compare: ``ONE_OP_KIND_ARGS``);
   and the operations of ``cost_model.ALONE`` (exp, tanh, divide, sqrt, a transposing copy)
