@@ -1612,14 +1612,14 @@ ONE_OP = "one-op loop"
 
 # A one-op kernel's floor by its operation, measured apart (calibrate's chains of each kind):
 # the loop copies each operand's vectors through the stack, so that an operand more costs
-# more.  Measured on an AMD EPYC (every buffer in the level-2 cache; one run, the slope
-# between 16 and 64 rows, as the chains then ran): 124 ps an element for x * y, 81 for a negate or a floor, 160 for
-# a select, 160 for a compare (its mask, a byte an element, then read by a select).  At the
-# two-operand floor, huber_loss's unfused abs was priced 148 us and ran 77 (perf, in the run
-# that measured the rates), its compare 156 and 195, its select 150 and 199; at their own,
-# in another run, 93 and 95, 186 and 186, 184 and 180.  A one-op kernel of no kind here (two
-# operands, or more but not a select) takes ONE_OP.  In the order calibrate measures them: the
-# compare chain's selects are taken out at the select floor.
+# more.  Measured on an AMD EPYC (every buffer in the level-2 cache; one run, the slope between
+# 16 and 64 rows, as the chains then ran): 124 ps an element for x * y, 81 for a negate or a
+# floor, 160 for a select, 160 for a compare (its mask, a byte an element, then read by a
+# select).  At the two-operand floor, huber_loss's unfused abs was priced 148 us and ran 77
+# (perf, in the run that measured the rates), its compare 156 and 195, its select 150 and 199;
+# at their own, in another run, 93 and 95, 186 and 186, 184 and 180.  A one-op kernel of no
+# kind here (two operands, or more but not a select) takes ONE_OP.  In the order calibrate
+# measures them: the compare chain's selects are taken out at the select floor.
 ONE_OP_KINDS = ("unary", "select", "compare")
 
 def one_op_floor(kind: str) -> str:

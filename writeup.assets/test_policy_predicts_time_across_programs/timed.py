@@ -531,7 +531,8 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
 
     turn = {STREAM_COLD: 0}
     clock_step = cpu_clock_step_ns()
-    by_cpu_time = clock_step <= CPU_CLOCK_MAX_STEP_NS
+    timer = call_timer(clock_step)
+    by_cpu_time = timer == "process CPU time"
 
     def run(name, n, timed=False) -> tuple:
         """Seconds of each of ``n`` calls; each call finishes before the next starts.  The
@@ -616,7 +617,7 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
                           "hlo_text": compiled.as_text()}
     return {"variants": variants, "orders": orders, "cpu": cpu,
             "xla_flags": os.environ.get("XLA_FLAGS", ""), "jax_version": jax.__version__,
-            "timer": call_timer(clock_step), "cpu_clock_step_ns": clock_step}
+            "timer": timer, "cpu_clock_step_ns": clock_step}
 
 
 print(json.dumps(_worker(plan)))
