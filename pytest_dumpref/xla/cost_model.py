@@ -251,8 +251,12 @@ ONE_OP = "one-op loop"
 # select).  At the two-operand floor, huber_loss's unfused abs was priced 148 us and ran 77
 # (perf, in the run that measured the rates), its compare 156 and 195, its select 150 and 199;
 # at their own, in another run, 93 and 95, 186 and 186, 184 and 180.  A one-op kernel of no
-# kind here (two operands, or more but not a select) takes ONE_OP.  In the order calibrate
-# measures them: the compare chain's selects are taken out at the select floor.
+# kind here (two operands, or more but not a select) takes ONE_OP.  Operands are counted
+# distinct: x * x (jnp.square, a layer norm's variance) reads one array, and a chain of x + x
+# one-op kernels over f32[rows, 1024] ran 80-82 ps an element at every size from 16 to 4,096
+# rows (AMD EPYC, 2026-12-06; the slope between chains of 4 and 12), where the negate's floor
+# measured in the same run was 81 and x * y's 129.  In the order calibrate measures them: the
+# compare chain's selects are taken out at the select floor.
 ONE_OP_KINDS = ("unary", "select", "compare")
 
 
@@ -266,7 +270,7 @@ def one_op_kind(inst: Instruction) -> str:
     """The kind of the floor of a one-op loop kernel whose one computing instruction is ``inst``."""
     if inst.opcode in ("compare", "select"):
         return inst.opcode
-    return "unary" if len(inst.operands) == 1 else ""
+    return "unary" if len(set(inst.operands)) == 1 else ""
 
 
 # The operations measured alone in a one-op loop kernel as well (their rate there is

@@ -478,11 +478,12 @@ def test_a_slow_mode_of_a_floor_chain_does_not_move_its_floor():
 
 
 def test_a_one_op_kernel_takes_the_floor_of_its_kind(tmp_path_factory):
-    """-x, x * y, x > y and where(p, x, y) unfused: each a one-op loop kernel whose floor is its
-    kind's (a two-operand kernel ONE_OP's); rates without a kind's floor are refused by name."""
+    """-x, x * y, x * x, x > y and where(p, x, y) unfused: each a one-op loop kernel whose floor
+    is its kind's (a two-operand kernel ONE_OP's, x * x the unary one: its one operand twice);
+    rates without a kind's floor are refused by name."""
     x = np.ones((256, 1024), np.float32)
     p = np.ones((256, 1024), bool)
-    cases = {"unary": (lambda a: -a, [x]), "": (lambda a, b: a * b, [x, x]),
+    cases = {"unary": (lambda a: -a, [x]), "": (lambda a, b: a * b, [x, x]), "square": (lambda a: a * a, [x]),
              "compare": (lambda a, b: a > b, [x, x]), "select": (jnp.where, [p, x, x])}
     r = _rates()
     for n, kind in enumerate(cost_model.ONE_OP_KINDS + ("",)):
@@ -490,6 +491,7 @@ def test_a_one_op_kernel_takes_the_floor_of_its_kind(tmp_path_factory):
     for kind, (fn, args) in cases.items():
         (k,) = [k for k in _analyse(_dump(tmp_path_factory, fn, args, UNFUSED, f"kind-{kind or 'binary'}")).kernels
                 if k.one_op]
+        kind = "unary" if kind == "square" else kind       # one array read, if twice named
         assert k.one_op_kind == kind
         floor = cost_model.one_op_floor(kind)
         assert r.compute_seconds(k) == (pytest.approx(256 * 1024 * r.compute[floor]), floor)
