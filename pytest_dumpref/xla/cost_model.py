@@ -253,7 +253,7 @@ ONE_OP = "one-op loop"
 # at their own, in another run, 93 and 95, 186 and 186, 184 and 180.  A one-op kernel of no
 # kind here (two operands, or more but not a select) takes ONE_OP.  Operands are counted
 # distinct: x * x (jnp.square, a layer norm's variance) reads one array, and a chain of x + x
-# one-op kernels over f32[rows, 1024] ran 80-82 ps an element at every size from 16 to 4,096
+# one-op kernels over f32[rows, 1024] ran 75-83 ps an element at every size from 16 to 4,096
 # rows (AMD EPYC, 2026-12-06; the slope between chains of 4 and 12), where the negate's floor
 # measured in the same run was 81 and x * y's 129.  In the order calibrate measures them: the
 # compare chain's selects are taken out at the select floor.
