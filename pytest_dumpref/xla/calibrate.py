@@ -10,7 +10,8 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   its worker thread instead, which on one pinned core costs a thread switch: ``x * 2`` over
   256 elements took 6 us a call, over 1,024 elements 15 us, while ``exp`` (0 flops in XLA's
   count, transcendentals only) over 16,384 elements stayed near the 8-element kernel's time
-  plus its exps.  ``async dispatch`` is ``x * 2`` over 2,048 elements.
+  plus its exps.  That dispatch is ``timing``'s worker-thread kernel, ``x * 2`` over 2,048
+  elements (``timing.DISPATCH_WORKER``).
 * **launch**: one more kernel in a program: a chain of 16 unfused elementwise kernels over
   f32[4, 1024] against the same chain fused into one (all in L1).
 * **the memory curve**: ``y = 2 * x`` over f32[rows, 1024] at rows 16 to 4096.  Called again
@@ -88,7 +89,6 @@ REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's
 CHECK_ROWS = (256, 1024, 2048)
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
-ASYNC_ELEMENTS = 2048
 AGE_SPIN = 1000                               # the age kernels' spin: cheap ops an element
 AGE_SPIN_ROWS = 32
 CHAIN = 16
@@ -337,7 +337,6 @@ def _variants() -> dict:
         v[f"exp {r}"] = ("k_exp_alone", (_rows(r),), {})
         v[f"cheap {r}"] = ("k_cheap", (_rows(r),), {})
     v[f"fill {FAULT_ROWS}"] = ("k_fill", ((F32, (FAULT_ROWS,)),), {})
-    v["async dispatch"] = ("k_scale", ((F32, (ASYNC_ELEMENTS,)),), {})
     spin = (F32, (AGE_SPIN_ROWS, ROW))
     for name in ("age", "age base"):
         fn = name.replace(" ", "_")
@@ -412,7 +411,7 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     v = result.variants
     med = {k: x.median for k, x in v.items()}
     inline = med[timing.DISPATCH]
-    async_ = med["async dispatch"]
+    async_ = med[timing.DISPATCH_WORKER]
     # Below the L2's size (1 MiB here) every point is mostly dispatch: a line through the
     # smallest sizes gives the per-byte cost there (its slope) and the cost of a call of
     # such a program (its intercept), which the larger points then subtract.  Under load

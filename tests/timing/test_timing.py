@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from pytest_dumpref import timing
-from pytest_dumpref.timing import (DISPATCH, STREAM, TimingError, TimingPlan, TimingResult,
+from pytest_dumpref.timing import (DISPATCH, DISPATCH_WORKER, STREAM, TimingError, TimingPlan, TimingResult,
                                    VariantTiming, resolve_program, run_plan)
 
 PLAN = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (64, 64)),),
@@ -33,24 +33,36 @@ def test_paired_difference_is_the_median_of_per_round_differences():
     assert r.difference("a", "b") == pytest.approx(0.5)
 
 
-def test_bandwidth_removes_dispatch_cost_per_round():
-    # stream: 1000 bytes in 11 us; dispatch: 64 bytes in 1 us -> 936 bytes in 10 us
-    r = _result({STREAM: [11e-6, 12e-6, 11e-6], DISPATCH: [1e-6, 2e-6, 1e-6]},
-                {STREAM: 1000.0, DISPATCH: 64.0})
+def test_bandwidth_removes_the_worker_threads_dispatch_cost_per_round():
+    # stream: 1000 bytes in 11 us; the worker's dispatch: 64 bytes in 1 us -> 936 bytes in 10
+    # us.  The calling thread's (8 elements) is not the stream's: PJRT runs the stream on its
+    # worker thread, and so the kernel over WORKER_ELEMENTS
+    r = _result({STREAM: [11e-6, 12e-6, 11e-6], DISPATCH_WORKER: [1e-6, 2e-6, 1e-6], DISPATCH: [0.5e-6] * 3},
+                {STREAM: 1000.0, DISPATCH_WORKER: 64.0, DISPATCH: 32.0})
     assert r.bandwidth == pytest.approx(936 / 10e-6)
     assert r.predicted_seconds(9360) == pytest.approx(100e-6)
 
 
+def test_the_two_dispatch_kernels_are_on_either_side_of_the_worker_threads_threshold(small_run):
+    """The cost model charges the worker's dispatch to a program of ASYNC_MIN_OPS flops or
+    more (XLA's count: one an element of y = 2x), the calling thread's below; the stream, over
+    the plan's array, is above."""
+    from pytest_dumpref.xla import cost_model
+    assert 8 < cost_model.ASYNC_MIN_OPS <= timing.WORKER_ELEMENTS <= PLAN.stream_shape[0] * PLAN.stream_shape[1]
+    assert small_run.variants[DISPATCH_WORKER].bytes_accessed == 2 * 4 * timing.WORKER_ELEMENTS
+    assert small_run.variants[DISPATCH].bytes_accessed == 2 * 4 * 8
+
+
 def test_bandwidth_refuses_a_stream_no_slower_than_dispatch():
-    r = _result({STREAM: [1e-6] * 3, DISPATCH: [2e-6] * 3}, {STREAM: 1000.0, DISPATCH: 64.0})
-    with pytest.raises(TimingError, match="not slower than the dispatch kernel"):
+    r = _result({STREAM: [1e-6] * 3, DISPATCH_WORKER: [2e-6] * 3}, {STREAM: 1000.0, DISPATCH_WORKER: 64.0})
+    with pytest.raises(TimingError, match="not slower than the worker's dispatch kernel"):
         r.bandwidth
 
 
 def test_cold_bandwidth_refuses_a_cold_stream_no_slower_than_dispatch():
-    r = _result({timing.STREAM_COLD: [1e-6] * 3, DISPATCH: [2e-6] * 3},
-                {timing.STREAM_COLD: 1000.0, DISPATCH: 64.0})
-    with pytest.raises(TimingError, match="cold streaming kernel .* not slower than the dispatch kernel"):
+    r = _result({timing.STREAM_COLD: [1e-6] * 3, DISPATCH_WORKER: [2e-6] * 3},
+                {timing.STREAM_COLD: 1000.0, DISPATCH_WORKER: 64.0})
+    with pytest.raises(TimingError, match="cold streaming kernel .* not slower than the worker's dispatch kernel"):
         r.cold_bandwidth
 
 
@@ -61,8 +73,8 @@ def _numbers(evidence) -> dict:
 def test_a_prediction_is_recorded_with_its_bytes_bandwidth_and_noise():
     from pytest_dumpref.claims import Evidence
     # the bandwidth test's run: 936 bytes in 10 us per round, so 9360 bytes take 100 us
-    r = _result({STREAM: [11e-6, 12e-6, 11e-6, 13e-6], DISPATCH: [1e-6, 2e-6, 1e-6, 2e-6]},
-                {STREAM: 1000.0, DISPATCH: 64.0})
+    r = _result({STREAM: [11e-6, 12e-6, 11e-6, 13e-6], DISPATCH_WORKER: [1e-6, 2e-6, 1e-6, 2e-6]},
+                {STREAM: 1000.0, DISPATCH_WORKER: 64.0})
     ev = Evidence()
     predicted = timing.record_prediction(ev, r, 9360, "XLA bytes accessed, b - a")
     assert predicted == pytest.approx(100e-6) == r.predicted_seconds(9360)
@@ -147,7 +159,7 @@ def small_run() -> TimingResult:
 def test_run_is_pinned_single_threaded_and_interleaved(small_run):
     r = small_run
     assert r.xla_flags.split() == ["--xla_cpu_multi_thread_eigen=false"]
-    assert set(r.variants) == {"fused", "fused (A/A)", "unfused", STREAM, DISPATCH}
+    assert set(r.variants) == {"fused", "fused (A/A)", "unfused", STREAM, DISPATCH, DISPATCH_WORKER}
     assert all(len(v.samples) == PLAN.rounds and min(v.samples) > 0 for v in r.variants.values())
     # every round times every kernel once; the order is shuffled, so it is not always the same
     assert all(sorted(o) == sorted(r.variants) for o in r.orders) and len(r.orders) == PLAN.rounds
@@ -231,7 +243,7 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert list(out["variants"]) == ["a", "a (A/A)", "b", timing.STREAM, timing.DISPATCH]
+    assert list(out["variants"]) == ["a", "a (A/A)", "b", timing.STREAM, timing.DISPATCH, timing.DISPATCH_WORKER]
     assert all(len(v["samples"]) == 3 for v in out["variants"].values())
     assert out["variants"]["a (A/A)"]["compiled_options"] == {timing.AA_INERT_OPTION: -2}
     # ... and the statistic's listing, fed that output, prints what TimingResult computes here
@@ -310,8 +322,8 @@ def test_failure_in_subprocess_names_the_program():
 def test_prediction_figure_is_deterministic(tmp_path):
     from pytest_dumpref.timing import plot_prediction
     r = _result({"a": [1e-3, 1.1e-3, 1e-3], "a again": [1e-3, 1.05e-3, 1e-3], "b": [1.4e-3, 1.5e-3, 1.4e-3],
-                 STREAM: [11e-6, 12e-6, 11e-6], DISPATCH: [1e-6, 2e-6, 1e-6]},
-                {"a": 0, "a again": 0, "b": 0, STREAM: 1000.0, DISPATCH: 64.0})
+                 STREAM: [11e-6, 12e-6, 11e-6], DISPATCH_WORKER: [1e-6, 2e-6, 1e-6]},
+                {"a": 0, "a again": 0, "b": 0, STREAM: 1000.0, DISPATCH_WORKER: 64.0})
     one = plot_prediction(r, "a", "b", 4e-4, tmp_path / "one.png", aa="a again", title="t")
     two = plot_prediction(r, "a", "b", 4e-4, tmp_path / "two.png", aa="a again", title="t")
     assert one.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_dumpref import timing
 from pytest_dumpref.claims import Evidence
-from pytest_dumpref.timing import DISPATCH, STREAM, TimingPlan, TimingResult, VariantTiming
+from pytest_dumpref.timing import DISPATCH_WORKER, STREAM, TimingPlan, TimingResult, VariantTiming
 from pytest_dumpref.xla import fusion_timing
 from pytest_dumpref.xla.fusion_programs import SUITE, PolicyAcrossPrograms
 from pytest_dumpref.xla.fusion_timing import AA, FUSED, UNFUSED, ProgramTimes, UndoTiming
@@ -106,7 +106,7 @@ def test_an_undo_timing_records_its_listings_and_figure(tmp_path):
                       variants={FUSED: {}, AA: {}, UNFUSED: {"xla_disable_hlo_passes": "fusion"}},
                       stream_shape=(64, 64))
     run = _run(plan, {FUSED: [1e-6, 2e-6], AA: [1e-6, 2e-6], UNFUSED: [3e-6, 5e-6],
-                      STREAM: [11e-6, 12e-6], DISPATCH: [1e-6, 2e-6]})      # the figure states the bandwidth
+                      STREAM: [11e-6, 12e-6], DISPATCH_WORKER: [1e-6, 2e-6]})      # the figure states the bandwidth
     t = UndoTiming(plan, run, [])
     ev = Evidence()
     t.record_listings(ev, "softmax", at_least=0.8, aa_limit=0.25)
