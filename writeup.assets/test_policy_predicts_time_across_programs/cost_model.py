@@ -1618,8 +1618,12 @@ ONE_OP = "one-op loop"
 # select).  At the two-operand floor, huber_loss's unfused abs was priced 148 us and ran 77
 # (perf, in the run that measured the rates), its compare 156 and 195, its select 150 and 199;
 # at their own, in another run, 93 and 95, 186 and 186, 184 and 180.  A one-op kernel of no
-# kind here (two operands, or more but not a select) takes ONE_OP.  In the order calibrate
-# measures them: the compare chain's selects are taken out at the select floor.
+# kind here (two operands, or more but not a select) takes ONE_OP.  Operands are counted
+# distinct: x * x (jnp.square, a layer norm's variance) reads one array, and a chain of x + x
+# one-op kernels over f32[rows, 1024] ran 75-83 ps an element at every size from 16 to 4,096
+# rows (AMD EPYC, 2026-12-06; the slope between chains of 4 and 12), where the negate's floor
+# measured in the same run was 81 and x * y's 129.  In the order calibrate measures them: the
+# compare chain's selects are taken out at the select floor.
 ONE_OP_KINDS = ("unary", "select", "compare")
 
 def one_op_floor(kind: str) -> str:
@@ -1631,7 +1635,7 @@ def one_op_kind(inst: Instruction) -> str:
     """The kind of the floor of a one-op loop kernel whose one computing instruction is ``inst``."""
     if inst.opcode in ("compare", "select"):
         return inst.opcode
-    return "unary" if len(inst.operands) == 1 else ""
+    return "unary" if len(set(inst.operands)) == 1 else ""
 
 # The operations measured alone in a one-op loop kernel as well (their rate there is
 # alone(class)): XLA:CPU emits such a kernel by another path than a loop fusion of several
@@ -2264,6 +2268,10 @@ def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates
 
 DISPATCH = "calibration: dispatch y=2x over 8 elements"
 
+# The same over enough elements (2,048 flops) that PJRT runs it on its worker thread, as it
+# runs the stream: the dispatch that the bandwidth takes out of the stream's time.
+DISPATCH_WORKER = "calibration: dispatch y=2x over 2048 elements (worker thread)"
+
 # The same stream kernel, each call on the next of enough distinct input arrays to exceed
 # the last-level cache several times over: the bandwidth of data that is not in cache.
 STREAM_COLD = "calibration: stream y=2x, inputs not in cache"
@@ -2342,7 +2350,7 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     v = result.variants
     med = {k: x.median for k, x in v.items()}
     inline = med[timing.DISPATCH]
-    async_ = med["async dispatch"]
+    async_ = med[timing.DISPATCH_WORKER]
     # Below the L2's size (1 MiB here) every point is mostly dispatch: a line through the
     # smallest sizes gives the per-byte cost there (its slope) and the cost of a call of
     # such a program (its intercept), which the larger points then subtract.  Under load

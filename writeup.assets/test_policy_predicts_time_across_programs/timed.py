@@ -22,6 +22,8 @@ SINGLE_THREAD_XLA_FLAGS = ['--xla_cpu_multi_thread_eigen=false']
 ALLOCATOR_ENV = {'MALLOC_ARENA_MAX': '1', 'MALLOC_MMAP_THRESHOLD_': '33554432', 'MALLOC_TRIM_THRESHOLD_': '1073741824'}
 STREAM = 'calibration: stream y=2x'
 DISPATCH = 'calibration: dispatch y=2x over 8 elements'
+DISPATCH_WORKER = 'calibration: dispatch y=2x over 2048 elements (worker thread)'
+WORKER_ELEMENTS = 2048
 STREAM_COLD = 'calibration: stream y=2x, inputs not in cache'
 COLD_INPUT_BYTES = 134217728
 AA_INERT_OPTION = 'xla_dump_max_hlo_modules'
@@ -58,7 +60,6 @@ plan = types.SimpleNamespace(
         'exp 2048': {},
         'cheap 2048': {},
         'fill 8192': {},
-        'async dispatch': {},
         'age': {},
         'age spin': {},
         'age base': {},
@@ -244,7 +245,6 @@ plan = types.SimpleNamespace(
         'exp 2048': ('pytest_dumpref.xla.calibrate:k_exp_alone', (('float32', (2048, 1024)),)),
         'cheap 2048': ('pytest_dumpref.xla.calibrate:k_cheap', (('float32', (2048, 1024)),)),
         'fill 8192': ('pytest_dumpref.xla.calibrate:k_fill', (('float32', (8192,)),)),
-        'async dispatch': ('pytest_dumpref.xla.calibrate:k_scale', (('float32', (2048,)),)),
         'age': ('pytest_dumpref.xla.calibrate:k_age', (('float32', (32, 1024)), ('float32', (1024, 1024)))),
         'age spin': ('pytest_dumpref.xla.calibrate:k_age_spin', (('float32', (32, 1024)),)),
         'age base': ('pytest_dumpref.xla.calibrate:k_age_base', (('float32', (32, 1024)), ('float32', (1024, 1024)))),
@@ -526,6 +526,8 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
                 for _ in range(n_cold)]
         kernels[STREAM_COLD] = (stream, cold, {})
     kernels[DISPATCH] = (jax.jit(_stream).lower(tiny_x).compile(), [tiny_x], {})
+    worker_x = jax.device_put(np.ones(WORKER_ELEMENTS, np.float32))
+    kernels[DISPATCH_WORKER] = (jax.jit(_stream).lower(worker_x).compile(), [worker_x], {})
     if on_compiled is not None:
         on_compiled()
 
