@@ -22,13 +22,14 @@ rendered in a slow stretch and checked 10 s later gave every time at 0.65 of the
 8-element dispatch kernel (11.83 -> 7.65 us) as much as its program (169.9 -> 111.6 us); no floor
 that still fails a doubled value holds that.  So a claim may time *rulers* beside its programs
 (the timing fixture's calibration kernels: a y=2x stream and the same kernel over 8 and over
-2,048 elements), cells marked ``ruler`` that measure the machine, not the claim.  When a claim has at least two
-rulers, all of one sign, that agree with each other (the ratio of each re-run to its file value
-within the rule of any other's), their geometric mean ratio is the re-run's :class:`Speed`
-against the file's, and each of the claim's values with a unit of time (``s``, ``ms``, ``us``,
-``ns``) is judged against its file value times that speed (a rate, ``.../s``, divided by it),
-the speed's own noise added to the file value's.  A value edited by hand moves alone and still
-fails; a ruler edited by hand disagrees with the other rulers, and then no speed is applied.
+2,048 elements), cells marked ``ruler`` that measure the machine, not the claim.  When a claim
+has at least two rulers, all of one sign, that agree with each other (the ratio of each re-run
+to its file value within the rule of any other's), their geometric mean ratio is the re-run's
+:class:`Speed` against the file's, and each of the claim's values with a unit of time
+(``s``, ``ms``, ``us``, ``ns``) is judged against its file value times that speed (a rate,
+``.../s``, divided by it), the speed's own noise added to the file value's.  A value edited
+by hand moves alone and still fails; a ruler edited by hand disagrees with the other rulers,
+and then no speed is applied.
 A speed beyond the ``resolution`` (the machine at under half or over twice the file's) is
 not applied either: there a run cannot be told from a file whose times were all doubled; nor
 is one within its own noise of 1, which would only widen every value's allowance.
