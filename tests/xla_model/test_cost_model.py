@@ -483,16 +483,16 @@ def test_a_one_op_kernel_takes_the_floor_of_its_kind(tmp_path_factory):
     rates without a kind's floor are refused by name."""
     x = np.ones((256, 1024), np.float32)
     p = np.ones((256, 1024), bool)
-    cases = {"unary": (lambda a: -a, [x]), "": (lambda a, b: a * b, [x, x]), "square": (lambda a: a * a, [x]),
-             "compare": (lambda a, b: a > b, [x, x]), "select": (jnp.where, [p, x, x])}
+    # (name, the kind of its floor, program, arguments): x * x reads one array, if twice named
+    cases = [("negate", "unary", lambda a: -a, [x]), ("multiply", "", lambda a, b: a * b, [x, x]),
+             ("square", "unary", lambda a: a * a, [x]), ("compare", "compare", lambda a, b: a > b, [x, x]),
+             ("select", "select", jnp.where, [p, x, x])]
     r = _rates()
     for n, kind in enumerate(cost_model.ONE_OP_KINDS + ("",)):
         r.compute[cost_model.one_op_floor(kind)] = (n + 2) * 1e-9
-    for kind, (fn, args) in cases.items():
-        (k,) = [k for k in _analyse(_dump(tmp_path_factory, fn, args, UNFUSED, f"kind-{kind or 'binary'}")).kernels
-                if k.one_op]
-        kind = "unary" if kind == "square" else kind       # one array read, if twice named
-        assert k.one_op_kind == kind
+    for name, kind, fn, args in cases:
+        (k,) = [k for k in _analyse(_dump(tmp_path_factory, fn, args, UNFUSED, f"kind-{name}")).kernels if k.one_op]
+        assert k.one_op_kind == kind, name
         floor = cost_model.one_op_floor(kind)
         assert r.compute_seconds(k) == (pytest.approx(256 * 1024 * r.compute[floor]), floor)
     del r.compute[cost_model.one_op_floor("select")]
