@@ -83,8 +83,8 @@ STREAM = "calibration: stream y=2x"
 DISPATCH = "calibration: dispatch y=2x over 8 elements"
 # The same over enough elements (2,048 flops) that PJRT runs it on its worker thread, as it
 # runs the stream: the dispatch that the bandwidth takes out of the stream's time.
-DISPATCH_WORKER = "calibration: dispatch y=2x over 2048 elements (worker thread)"
 WORKER_ELEMENTS = 2048
+DISPATCH_WORKER = f"calibration: dispatch y=2x over {WORKER_ELEMENTS} elements (worker thread)"
 # The same stream kernel, each call on the next of enough distinct input arrays to exceed
 # the last-level cache several times over: the bandwidth of data that is not in cache.
 STREAM_COLD = "calibration: stream y=2x, inputs not in cache"
@@ -782,7 +782,8 @@ def fill(rng, dtype: str, shape: tuple):
 
 def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) -> dict:
     # on_compiled: called once every kernel is compiled; call_log: where each timed call's
-    # (variant, start, end, CPU ns) is appended (start and end on perf_counter's clock).
+    # (variant, start, end, ns by the run's timer) is appended (start and end on
+    # perf_counter's clock).
     # Both for kernel_perf.profile_run, which samples the run with perf.
     # glibc reads these when the process starts: too late to set them here, so refuse
     wrong = [f"{k}={v}" for k, v in ALLOCATOR_ENV.items() if os.environ.get(k) != v]
@@ -860,10 +861,11 @@ def _worker(plan: TimingPlan, on_compiled=None, call_log: list | None = None) ->
             t0, c0 = time.perf_counter_ns(), time.process_time_ns()
             jax.block_until_ready(compiled(*a))
             cpu_ns, t1 = time.process_time_ns() - c0, time.perf_counter_ns()
-            times.append((cpu_ns if by_cpu_time else t1 - t0) * 1e-9)
+            timed_ns = cpu_ns if by_cpu_time else t1 - t0
+            times.append(timed_ns * 1e-9)
             walls.append((t1 - t0) * 1e-9)
             if call_log is not None and timed:
-                call_log.append((name, t0, t1, cpu_ns))
+                call_log.append((name, t0, t1, timed_ns))
         return times, walls
 
     for name in kernels:

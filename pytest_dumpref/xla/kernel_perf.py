@@ -292,10 +292,11 @@ def extra_time_miss(fused_rows: list, unfused_rows: list) -> list[dict]:
 
 
 def _cpu_ns(call: tuple) -> int:
-    """A call's CPU time: its third field where logged, else its wall time.  The CPU time, as
-    the timing method's: a process sharing its core with another is preempted inside its
-    calls, and their wall time counts the other's slices (beside a CPU burner on the same
-    core, the unfused softmax's calls took 3,026 us of wall time for 1,103 of samples)."""
+    """A call's time: its third field where logged (by the run's timer: its CPU time where
+    that clock can time a call), else its wall time.  The CPU time, as the timing method's: a
+    process sharing its core with another is preempted inside its calls, and their wall time
+    counts the other's slices (beside a CPU burner on the same core, the unfused softmax's
+    calls took 3,026 us of wall time for 1,103 of samples)."""
     return call[2] if len(call) > 2 else call[1] - call[0]
 
 
