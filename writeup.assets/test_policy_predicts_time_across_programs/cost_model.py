@@ -2270,7 +2270,9 @@ DISPATCH = "calibration: dispatch y=2x over 8 elements"
 
 # The same over enough elements (2,048 flops) that PJRT runs it on its worker thread, as it
 # runs the stream: the dispatch that the bandwidth takes out of the stream's time.
-DISPATCH_WORKER = "calibration: dispatch y=2x over 2048 elements (worker thread)"
+WORKER_ELEMENTS = 2048
+
+DISPATCH_WORKER = f"calibration: dispatch y=2x over {WORKER_ELEMENTS} elements (worker thread)"
 
 # The same stream kernel, each call on the next of enough distinct input arrays to exceed
 # the last-level cache several times over: the bandwidth of data that is not in cache.
