@@ -331,6 +331,11 @@ def test_unfused_time_matches_prediction(dump, unfused, evidence, tmp_path):
                   f"<= {TIME_TOLERANCE:g}; the ratio above says how far this run came from that, and the "
                   "claim does not assert it.")
     t.record_listings(evidence, "softmax", at_least=SOFTMAX_AT_LEAST, aa_limit=SOFTMAX_AA_LIMIT)
+    # The model's runs from the page: their listings and commands, and cost_model.py run alone
+    # on the first run's timings and this claim's dumps prices them as the model did here.
+    printed, priced_here = t.record_model_from_the_page(evidence, tmp_path / "model-from-the-page", "softmax",
+                                                        fused, plain)
+    assert printed == priced_here, (printed, priced_here)
     array = int(np.prod(X_SHAPE)) * 4
     evidence.note(f"Each f32[1024,1024] array is {array // 2**20} MiB; the three a kernel touches "
                   f"({3 * array // 2**20} MiB) stay in any last-level cache that holds them (this "

@@ -733,7 +733,18 @@ VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
 
 def kernel_irs(path) -> dict:
     """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
-    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``)."""
+    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``).
+
+    Only the loop emitter's kernels.  The other emitter's (``<module>.__compute_module_<kernel>
+    .ir-with-opt.ll``: the one-op kernels, and some fused copies) are priced at rates measured
+    on kernels of that emitter, scalar where theirs are: the one-op transpose the calibration
+    times (``k_transpose_alone``, a ``wrapped_copy``) holds no vector type, as transpose_add's
+    unfused ``wrapped_copy`` does not.  In the 34 programs' dumps (jax 0.10.2, 2026-12-06) 17
+    of the 226 such kernels are scalar: that copy; kernels of one element (a loss's f32[]
+    multiply); scan_rnn's (refused: a while loop); and in transformer_block and
+    causal_attention, copies of 64K-128K elements that keep the minor dimension
+    (``wrapped_copy``, ``copy_bitcast_fusion``), which the model prices on their memory alone.
+    Whether those run slower than their memory, being scalar, is not measured."""
     path = Path(path)
     prefix = path.name.split(".cpu_after_optimizations")[0] + "."
     tail = "_kernel_module.ir-with-opt.ll"
@@ -866,8 +877,9 @@ def record_model_kernels(evidence, run, fused, plain) -> dict:
                  for k in p.kernels]
         rows.append({"variant": variant, "kernel": "(the program: dispatch and kernels)", "regime": varies(""),
                      "model (us)": varies(round(p.total_s * 1e6, 1))})
-    evidence.table("the kernel cost model (pytest_dumpref/xla/cost_model.py) on both variants, at rates "
-                   "measured in a run of its own (not compared: one run's)", rows)
+    evidence.table("the kernel cost model (pytest_dumpref/xla/cost_model.py; whole, as one file, the listing "
+                   "cost_model.py of the claim 'The time of undoing the pass, across programs') on both "
+                   "variants, at rates measured in a run of its own (not compared: one run's)", rows)
     evidence.table("the model against that run (not compared: one run's)", [
         {"time per call (us)": "fused program", "measured": varies(round(times["fused"] * 1e6, 1)),
          "model": varies(round(times["fused model"] * 1e6, 1))},

@@ -35,6 +35,7 @@ class UndoTiming:
     plan: TimingPlan
     run: TimingResult
     model_runs: list
+    model_plan: TimingPlan | None = None     # the plan of each of the model's runs
 
     @classmethod
     def measure(cls, program: str, args: tuple, disabled, *, model_runs: int, **plan) -> "UndoTiming":
@@ -46,7 +47,7 @@ class UndoTiming:
         run = run_plan(p)
         model_plan = calibrate.plan(20, 10, variants=dict(p.variants),
                                     programs={k: (p.program, p.args) for k in p.variants})
-        return cls(p, run, [run_plan(model_plan) for _ in range(model_runs)])
+        return cls(p, run, [run_plan(model_plan) for _ in range(model_runs)], model_plan)
 
     def record_model(self, evidence, fused, plain, within: tuple) -> list:
         """Record the cost model on the dumps ``fused`` and ``plain`` (the program with the
@@ -57,6 +58,43 @@ class UndoTiming:
         times = [calibrate.record_model_kernels(evidence, self.model_runs[0], fused, plain)]
         times += [calibrate.model_times(r, fused, plain)[0] for r in self.model_runs[1:]]
         return calibrate.record_model_runs(evidence, times, within)
+
+    def record_model_from_the_page(self, evidence, folder: Path, program: str, fused, plain) -> tuple:
+        """Record how a reader makes one of the model's runs with plain jax (its timed.py and
+        program.py, then the commands: time, dump the TIMED program ``program``, price with
+        cost_model.py, the listing of the claim across programs), and run cost_model.py alone
+        in ``folder`` on the first run's timings and the dumps ``fused`` and ``plain``
+        (calibrate.run_model_from_the_page): (lines it printed, the same prices here), for the
+        claim to judge."""
+        from .fusion_programs import dump_commands
+        model_plan = self.model_plan
+        if model_plan is None:
+            raise ValueError("this UndoTiming holds no plan of the model's runs (UndoTiming.measure gives one)")
+        out = calibrate.run_model_from_the_page(folder, self.model_runs[0],
+                                                [fused.files.optimized, plain.files.optimized])
+        evidence.excerpt("model_program.py, the programs of the cost model's runs as they ran (timing."
+                         "program_listing of the model's plan: the claim's program and the calibration "
+                         "kernels of pytest_dumpref/xla/calibrate.py)", timing.program_listing(model_plan),
+                         lang="python")
+        evidence.excerpt("model_timed.py, one of the cost model's runs as it ran (timing.worker_listing of "
+                         "the model's plan: the claim's variants beside the calibration kernels that give "
+                         "the model its rates)", timing.worker_listing(model_plan), lang="python")
+        evidence.excerpt(
+            "the model's runs from the page: in a folder of their own, model_timed.py saved as timed.py and "
+            "model_program.py as program.py (resolve_program replaced as timed.py's header says), and "
+            "cost_model.py, the listing of the claim 'The time of undoing the pass, across programs'; "
+            "timed.py's output saved as run.json, the program's two optimized modules dumped with plain "
+            "jax, then cost_model.py prints each module's price ('extra, model' is the unfused price less "
+            "the fused one) and the last line the measured extra time (the median of the rounds' paired "
+            "differences, as statistic.py computes it); this claim runs cost_model.py so on its first "
+            "run's timings and its own dumps, and the prices printed are the first run's model, to the "
+            "last bit",
+            timing.run_command("timed.py", "run.json") + "\n" + dump_commands([program]) + "\n"
+            "python cost_model.py run.json dump/*/*/*.cpu_after_optimizations.txt\n"
+            "python -c \"import json, statistics; v = json.load(open('run.json'))['variants']; "
+            f"print('extra measured (us):', 1e6 * statistics.median(b - a for a, b in zip(v['{FUSED}']['samples'], "
+            f"v['{UNFUSED}']['samples'])))\"", lang="bash", fold=True)
+        return out
 
     def record_listings(self, evidence, label: str, *, at_least: float, aa_limit: float) -> None:
         """Record the timing method's listings (timing.record_listings): the comparison of the

@@ -120,6 +120,35 @@ def test_an_undo_timing_records_its_listings_and_figure(tmp_path):
     assert (tmp_path / "f.png").stat().st_size > 0
 
 
+def test_an_undo_timing_gives_the_models_runs_from_the_page(monkeypatch, tmp_path):
+    # what a reader runs to make one of the model's runs: its program.py and timed.py (the
+    # model's plan: the claim's variants beside the calibration kernels), then the commands
+    plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (1024, 1024)),),
+                      variants={FUSED: {}, AA: {}, UNFUSED: {"xla_disable_hlo_passes": "fusion"}})
+    model_plan = fusion_timing.calibrate.plan(20, 10, variants=dict(plan.variants),
+                                              programs={k: (plan.program, plan.args) for k in plan.variants})
+    t = UndoTiming(plan, None, ["run 1", "run 2"], model_plan)
+    seen = []
+    monkeypatch.setattr(fusion_timing.calibrate, "run_model_from_the_page",
+                        lambda folder, run, files: seen.append((folder, run, files)) or (["a"], ["a"]))
+    dump = lambda path: SimpleNamespace(files=SimpleNamespace(optimized=path))   # noqa: E731
+    ev = Evidence()
+    assert t.record_model_from_the_page(ev, tmp_path, "softmax", dump("f.txt"), dump("u.txt")) == (["a"], ["a"])
+    # cost_model.py is run on the first run's timings and the claim's two dumps
+    assert seen == [(tmp_path, "run 1", ["f.txt", "u.txt"])]
+    program, worker, commands = _items(ev, "excerpt")
+    assert program["title"].startswith("model_program.py") and worker["title"].startswith("model_timed.py")
+    assert "def softmax(" in program["text"] and "def k_mul_chain(" in program["text"]
+    assert repr(model_plan.variants[FUSED]) in worker["text"] and "'pytest_dumpref.xla.calibrate:k_mul_chain'" in worker["text"]
+    lines = commands["text"].splitlines()
+    assert lines[0] == timing.run_command("timed.py", "run.json")
+    assert [x.split('"')[1] for x in lines[1:3]] == ["--xla_dump_to=dump/softmax/fused",
+                                                     "--xla_dump_to=dump/softmax/unfused --xla_disable_hlo_passes=fusion"]
+    assert "program.softmax).lower(np.zeros((1024, 1024), 'float32'))" in lines[1]
+    assert lines[3] == "python cost_model.py run.json dump/*/*/*.cpu_after_optimizations.txt"
+    assert f"v['{FUSED}']['samples'], v['{UNFUSED}']['samples']" in lines[4]
+
+
 def _program_times() -> ProgramTimes:
     # three programs of SUITE: predicted (bytes' time) and measured extra seconds, A/A; the
     # cost model prices two, fused measured against model and extra measured against model
