@@ -2565,7 +2565,18 @@ VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
 
 def kernel_irs(path) -> dict:
     """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
-    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``)."""
+    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``).
+
+    Only the loop emitter's kernels.  The other emitter's (``<module>.__compute_module_<kernel>
+    .ir-with-opt.ll``: the one-op kernels, and some fused copies) are priced at rates measured
+    on kernels of that emitter, scalar where theirs are: the one-op transpose the calibration
+    times (``k_transpose_alone``, a ``wrapped_copy``) holds no vector type, as transpose_add's
+    unfused ``wrapped_copy`` does not.  In the 34 programs' dumps (jax 0.10.2, 2026-12-06) 17
+    of the 226 such kernels are scalar: that copy; kernels of one element (a loss's f32[]
+    multiply); scan_rnn's (refused: a while loop); and in transformer_block and
+    causal_attention, copies of 64K-128K elements that keep the minor dimension
+    (``wrapped_copy``, ``copy_bitcast_fusion``), which the model prices on their memory alone.
+    Whether those run slower than their memory, being scalar, is not measured."""
     path = Path(path)
     prefix = path.name.split(".cpu_after_optimizations")[0] + "."
     tail = "_kernel_module.ir-with-opt.ll"
