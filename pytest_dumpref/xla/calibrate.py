@@ -46,6 +46,8 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   floor of a kernel the fusion-wrapper made of one elementwise instruction of two operands
   (``cost_model``'s docstring says why); and so, on chains of their own, the floors of
   ``cost_model.ONE_OP_KINDS`` (a negate or a floor; a select; a compare: ``ONE_OP_KIND_ARGS``);
+  the same chain over rows of ``ROW + RAGGED_EXTRA`` floats, not a whole number of the loop's
+  tiles, gives what such rows add to an element (``cost_model.RAGGED``);
   and the operations of ``cost_model.ALONE`` (exp, tanh, divide, sqrt, a transposing copy)
   alone, each in such a kernel (the copy compiled without the fusion pass, as the unfused
   programs' ``wrapped_copy`` is), as the compute classes are measured (``<class> (one-op loop)``).
@@ -71,6 +73,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import cost_model
+from .hlo import parse_module
 
 F32 = "float32"
 ME = "pytest_dumpref.xla.calibrate"
@@ -83,6 +86,8 @@ COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the 
 # claim's plan the chain ran in a slow mode for most rounds (rates_from's comment).
 ONE_OP_ROWS = (8, 32)
 ONE_OP_CHAIN = 16                             # one-op kernels a call (k_mul_chain)
+# The ragged rows' chain (cost_model.RAGGED): rows of ROW + 8 floats, half a tile over
+RAGGED_EXTRA = 8
 # the chains of the one-op floors of cost_model.ONE_OP_KINDS: their arguments' dtypes
 ONE_OP_KIND_ARGS = {"unary": (F32,), "select": ("bool", "bool", F32, F32), "compare": (F32, F32, F32)}
 REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
@@ -361,6 +366,8 @@ def _variants() -> dict:
         v[f"compute {name} {REDUCE_ROWS}"] = (f"k_{name}", (_rows(REDUCE_ROWS),), {})
     for r in ONE_OP_ROWS:
         v[f"one-op {r}"] = ("k_mul_chain", (_rows(r), _rows(r)), {"xla_disable_hlo_passes": "fusion"})
+        ragged = (F32, (r, ROW + RAGGED_EXTRA))
+        v[f"one-op ragged {r}"] = ("k_mul_chain", (ragged, ragged), {"xla_disable_hlo_passes": "fusion"})
         for kind, dtypes in ONE_OP_KIND_ARGS.items():
             v[f"one-op {kind} {r}"] = (f"k_{kind}_chain", tuple((t, (r, ROW)) for t in dtypes),
                                        {"xla_disable_hlo_passes": "fusion"})
@@ -558,6 +565,13 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     if not elements[1] > elements[0] > 0:
         raise RuntimeError(f"calibration: the chain of x * y compiled to no one-op loop kernel ({elements})")
     compute[cost_model.ONE_OP] = max(fastest[large] - fastest[small], 1e-12) / (elements[1] - elements[0])
+    # ragged rows: the same chain's slope over rows of ROW + RAGGED_EXTRA, less the floor
+    small, large = (f"one-op ragged {r}" for r in ONE_OP_ROWS)
+    ragged = [sum(k.one_op for k in _census(v[n].hlo_text).kernels if k.ragged) for n in (small, large)]
+    if not ragged[1] > ragged[0] > 0:
+        raise RuntimeError(f"calibration: the chain of x * y over ragged rows compiled to no such kernel ({ragged})")
+    compute[cost_model.RAGGED] = max((fastest[large] - fastest[small]) / (ragged[1] - ragged[0])
+                                     - compute[cost_model.ONE_OP], 1e-12)
     # the floors of the other kinds, the same slope; a chain's kernels of a kind measured
     # before (the compare chain's selects) are taken out at their floor
     def by_kind(name):
@@ -751,11 +765,35 @@ def kernel_irs(path) -> dict:
     return {f.name[len(prefix):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{tail}")}
 
 
+VECTOR_LOAD = re.compile(r"= load <\d+ x ")
+
+
 def scalar_kernels(path) -> frozenset:
     """The loop kernels of the optimized module ``path`` that LLVM left scalar: their IR,
-    dumped beside it, holds no vector type (cost_model's docstring).  A kernel whose IR was
-    not dumped is not among them."""
-    return frozenset(name for name, f in kernel_irs(path).items() if not VECTOR_TYPE.search(f.read_text()))
+    dumped beside it, holds no vector type (cost_model's docstring); or it loads no vector
+    where the kernel copies an operand's elements to its output, an operand of at least half
+    as many elements as it writes.  That is a pad of the rows (``jnp.pad(x, ((1, 1), (1,
+    1)))``): the rows that are padding alone are stored as vectors of the padding value, the
+    rows that hold the operand's elements are copied one element at a time, each behind its
+    bounds test (pad_tanh's unfused ``wrapped_pad``, f32[1026, 1026], ran 461 us in the
+    render of 2026-12-06 where its memory priced it at 134).  A broadcast, which loads no
+    vector either, reads far fewer elements than it writes and stays vectorised.  A kernel
+    whose IR was not dumped is not among them."""
+    irs = {name: f.read_text() for name, f in kernel_irs(path).items()}
+    scalar = {name for name, ir in irs.items() if not VECTOR_TYPE.search(ir)}
+    unloaded = [name for name, ir in irs.items() if name not in scalar and not VECTOR_LOAD.search(ir)]
+    if unloaded:
+        entry = parse_module(Path(path).read_text(), source=str(path)).entry
+        for name in unloaded:
+            if name not in entry:
+                continue
+            inst = entry.instruction(name)
+            if inst.shape.is_tuple:
+                continue
+            sizes = [entry.instruction(o).shape for o in inst.operands]
+            if any(not s.is_tuple and 2 * s.element_count >= inst.shape.element_count for s in sizes):
+                scalar.add(name)
+    return frozenset(scalar)
 
 
 # ---- the model as one file a reader runs on a timing run and dumps of their own ---------------

@@ -31,9 +31,11 @@ measured with ``timing.py``'s pinned worker:
   the fusion pass left alone) its operation at its rate alone in such a kernel (``ALONE``:
   exp, tanh, divide, sqrt, transpose), and at least its elements times the measured cost of an element
   of such a kernel, by the operands it reads (``ONE_OP``, or the floor of its kind:
-  ``ONE_OP_KINDS``): the larger of the two.  A loop
+  ``ONE_OP_KINDS``), plus ``RAGGED`` an element where its rows are not a whole number of the
+  loop's tiles: the larger of the two.  A loop
   kernel that LLVM left **scalar** (its optimized IR in the dump, ``*_kernel_module.ir-with-opt.ll``,
-  holds no vector type) costs its elements at the measured cost of a scalar loop's iteration
+  holds no vector type, or no vector load where it copies an operand as large as half its
+  output: a pad of the rows, ``calibrate.scalar_kernels``) costs its elements at the measured cost of a scalar loop's iteration
   (``SCALAR_LOOP``, a broadcast's) plus its operations at their rates in such a loop
   (``SCALAR``: cheap ops and tanh; a scalar kernel of another class is refused by name).  A reduction
   costs what it adds to reading its input, which the memory term prices.  An operation with no
@@ -258,6 +260,20 @@ ONE_OP = "one-op loop"
 # measured in the same run was 81 and x * y's 129.  In the order calibrate measures them: the
 # compare chain's selects are taken out at the select floor.
 ONE_OP_KINDS = ("unary", "select", "compare")
+# A one-op kernel whose rows are not a whole number of the loop's tiles (RAGGED_TILE_BYTES of
+# its narrowest type: 16 f32, 32 bf16, 64 pred) costs more an element, every element: the
+# loop emitter's code for such rows is another (in its IR, a quarter to a half of the vector
+# instructions of the whole rows').  Measured on an AMD EPYC (2026-12-06, one-op chains in the level 2, the
+# slope between 8 and 32 rows, two runs): x * y 150 ps an element over rows of 1,024 floats,
+# 288-301 over 1,026 and 1,032, 165-169 over 1,040; a floor 76-94, 212-244 over 1,026 and
+# 1,032; a select (a mask of a byte an element) 154-187 over 1,024, 240-264 over 1,026, 1,032,
+# 1,040 and 1,056 (none a multiple of 64 bytes of mask).  pad_tanh's unfused multiply, over
+# f32[1026, 1026], ran 326 us in the render of 2026-12-06 where the floor priced it at 163.
+# The excess is measured on x * y (calibrate: a chain over rows of ROW + 8) and added to the
+# floor of any kind.  Rows of one tile or less are not told apart: 8 floats ran at 144 ps an
+# element, 12 at 1,164 and 4 at 257 (the same runs), and are priced at the floor.
+RAGGED = f"{ONE_OP} (ragged rows)"
+RAGGED_TILE_BYTES = 64
 
 
 def one_op_floor(kind: str) -> str:
@@ -301,7 +317,7 @@ def scalar(cls: str) -> str:
 # The classes the calibration measures; any other operation is refused by name.
 OP_CLASSES = ("cheap", "select", "integer", "exp", "tanh", "log", "divide", "sqrt", "rsqrt", "reduce",
               "reduce (across rows)", "transpose", "dot", "convolution", ONE_OP) + tuple(alone(c) for c in ALONE) \
-    + tuple(scalar(c) for c in SCALAR) + (SCALAR_LOOP,) + tuple(one_op_floor(k) for k in ONE_OP_KINDS)
+    + tuple(scalar(c) for c in SCALAR) + (SCALAR_LOOP,) + tuple(one_op_floor(k) for k in ONE_OP_KINDS) + (RAGGED,)
 # Inside a fusion, instructions that are not the kernel's one operation.
 _NOT_AN_OP = frozenset({"parameter", "constant", "bitcast"})
 _TRANSCENDENTAL = frozenset({"exp", "tanh", "log", "sqrt", "rsqrt"})
@@ -310,6 +326,22 @@ _REFUSED_CONTROL = frozenset({"while", "conditional", "call", "async-start", "as
 
 def _is_int(et: str) -> bool:
     return et[:1] in ("s", "u") and et[1:].isdigit()
+
+
+def ragged_rows(comp, inst: Instruction) -> bool:
+    """Whether a one-op kernel computing ``inst`` has rows that are not a whole number of its
+    loop's tiles (RAGGED): the minor dimension of its output, longer than one tile, is not a
+    multiple of RAGGED_TILE_BYTES of the narrowest type among its output and operands."""
+    shapes = [inst.shape] + [comp.instruction(o).shape for o in inst.operands]
+    if any(s.is_tuple for s in shapes) or not inst.shape.element_count:
+        return False
+    minor = _minor(inst.shape)
+    if minor is None:
+        return False
+    width = min(s.byte_size // s.element_count for s in shapes if s.element_count)
+    tile = RAGGED_TILE_BYTES // max(width, 1)
+    n = inst.shape.dims[minor]
+    return n > tile and n % tile != 0
 
 
 def _minor(shape) -> int | None:
@@ -427,6 +459,7 @@ class Kernel:
     fault_pages: float = 0.0
     one_op: float = 0.0           # a one-op loop kernel: its elements (module docstring)
     one_op_kind: str = ""         # and the kind of its floor (ONE_OP_KINDS; '': ONE_OP)
+    ragged: bool = False          # and its rows are not a whole number of its loop's tiles (RAGGED)
     scalar: bool = False          # LLVM left its loop scalar: its IR holds no vector type
     elements: float = 0.0         # a loop kernel's output elements (a scalar loop's iterations)
 
@@ -561,12 +594,13 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                                "transpose of a broadcast's value" if transposes(comp, i) else i.opcode)
             elif cls is not None:
                 ops[cls] = ops.get(cls, 0) + n
-        one_op, floor_kind = 0.0, ""
+        one_op, floor_kind, ragged = 0.0, "", False
         if kind == "loop":
             computing = [i for i in body if i.opcode not in _NOT_AN_OP]
             if len(computing) == 1 and op_class(comp, computing[0])[0] not in (None, "?"):
                 one_op = float(computing[0].shape.element_count)
                 floor_kind = one_op_kind(computing[0])
+                ragged = ragged_rows(comp, computing[0])
         if op == "custom-call":
             unknown.append(f"custom-call {inst.attrs.get('custom_call_target', '?')}")
         if unknown:
@@ -602,7 +636,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                 pages += (s[2] - s[1]) / PAGE
         shape = inst.shape
         elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
-        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op, floor_kind,
+        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op, floor_kind, ragged,
                               scalar=kind == "loop" and inst.name in scalar_kernels,
                               elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
@@ -780,6 +814,9 @@ class Rates:
         floor_rate = one_op_floor(kernel.one_op_kind)
         if kernel.one_op and not kernel.scalar and floor_rate not in self.compute:
             missing.append(floor_rate)
+        ragged = kernel.one_op and not kernel.scalar and kernel.ragged
+        if ragged and RAGGED not in self.compute:
+            missing.append(RAGGED)
         if kernel.scalar and SCALAR_LOOP not in self.compute:
             missing.append(SCALAR_LOOP)
         if missing:
@@ -791,8 +828,10 @@ class Rates:
             parts[SCALAR_LOOP] = kernel.elements * self.compute[SCALAR_LOOP]
         total = sum(parts.values())
         floor = kernel.one_op * self.compute[floor_rate] if kernel.one_op and not kernel.scalar else 0.0
+        if ragged:
+            floor += kernel.one_op * self.compute[RAGGED]
         if floor > total:
-            return floor, floor_rate                                 # the larger of the two
+            return floor, (f"{floor_rate}, ragged rows" if ragged else floor_rate)   # the larger of the two
         if not parts:
             return 0.0, ""
         top = max(parts, key=lambda c: parts[c])

@@ -292,6 +292,29 @@ def test_a_loop_llvm_left_scalar_costs_its_iterations_and_its_operations_at_scal
         cost_model.predict_text(*calibrate.read_optimized(padded), r, scalar_kernels=scalar)
 
 
+def test_a_pad_of_the_rows_is_a_scalar_loop_though_its_padding_rows_are_vectors(tmp_path_factory):
+    # pad_tanh unfused: the wrapped_pad's IR stores vectors of the padding value in the rows
+    # that are padding alone and copies the others an element at a time (no vector load);
+    # the broadcast of 3 beside it loads no vector either, but reads one element, not the
+    # array: it stays vectorised
+    path = _dump(tmp_path_factory, examples.pad_tanh, [X], UNFUSED, "pad-tanh-unfused")
+    irs = {name: f.read_text() for name, f in calibrate.kernel_irs(path).items()}
+    pad = next(n for n in irs if n.startswith("wrapped_pad"))
+    broadcast = next(n for n in irs if n.startswith("wrapped_broadcast"))
+    assert calibrate.VECTOR_TYPE.search(irs[broadcast]) and not calibrate.VECTOR_LOAD.search(irs[broadcast])
+    assert broadcast not in calibrate.scalar_kernels(path)
+    import jax
+    if jax.__version__.startswith("0.10."):
+        # what LLVM made of the pad is read from its IR, not assumed of another XLA
+        assert calibrate.VECTOR_TYPE.search(irs[pad]) and not calibrate.VECTOR_LOAD.search(irs[pad])
+        assert pad in calibrate.scalar_kernels(path)
+        (k,) = [k for k in cost_model.analyse(*calibrate.read_optimized(path), scalar_kernels=calibrate.scalar_kernels(path)).kernels
+                if k.name == pad]
+        r = _rates()
+        r.compute[cost_model.SCALAR_LOOP] = 3e-10
+        assert r.compute_seconds(k) == (pytest.approx(1026 * 1026 * 3e-10), cost_model.SCALAR_LOOP)
+
+
 def test_the_scalar_calibration_kernels_are_scalar_or_said_not_to_be():
     # calibrate compiles its scalar-loop kernels and reads their IR: on jaxlib 0.10 LLVM
     # leaves each scalar; another XLA that vectorises one gets it named with why
@@ -498,6 +521,52 @@ def test_a_one_op_kernel_takes_the_floor_of_its_kind(tmp_path_factory):
     del r.compute[cost_model.one_op_floor("select")]
     with pytest.raises(CostModelError, match=r"no measured rate for one-op loop \(select\).*run calibrate again"):
         r.compute_seconds(k)
+
+
+def test_a_one_op_kernel_over_ragged_rows_adds_what_such_rows_cost(tmp_path_factory):
+    """Rows that are not a whole number of the loop's tiles (64 bytes of the kernel's narrowest
+    type: 16 floats, 32 bf16, 64 mask bytes) add cost_model.RAGGED an element to the floor of
+    the kernel's kind; rows of one tile or less do not; rates without it are refused by name."""
+    import ml_dtypes
+    f32 = lambda cols: np.ones((32, cols), np.float32)      # noqa: E731
+    bf16 = np.ones((32, 1040), ml_dtypes.bfloat16)
+    mask = np.ones((32, 1040), bool)
+    # (name, ragged?, program, arguments)
+    cases = [("f32 x 1032", True, lambda a, b: a * b, [f32(1032), f32(1032)]),
+             ("f32 x 1026", True, lambda a, b: a * b, [f32(1026), f32(1026)]),
+             ("f32 x 1040", False, lambda a, b: a * b, [f32(1040), f32(1040)]),
+             ("f32 x 8", False, lambda a: -a, [f32(8)]),
+             ("bf16 x 1040 to f32", True, lambda a: a.astype(jnp.float32), [bf16]),
+             ("mask x 1040", True, jnp.where, [mask, f32(1040), f32(1040)])]
+    r = _rates()
+    r.compute.update({cost_model.one_op_floor(kind): 2e-9 for kind in cost_model.ONE_OP_KINDS + ("",)})
+    r.compute[cost_model.RAGGED] = 7e-9
+    for name, ragged, fn, args in cases:
+        (k,) = [k for k in _analyse(_dump(tmp_path_factory, fn, args, UNFUSED, "ragged")).kernels if k.one_op]
+        assert k.ragged == ragged, name
+        floor = cost_model.one_op_floor(k.one_op_kind)
+        rate = r.compute[floor] + (7e-9 if ragged else 0.0)
+        assert r.compute_seconds(k) == (pytest.approx(k.one_op * rate),
+                                        f"{floor}, ragged rows" if ragged else floor), name
+    (k,) = [k for k in _analyse(_dump(tmp_path_factory, cases[0][2], cases[0][3], UNFUSED, "ragged")).kernels]
+    del r.compute[cost_model.RAGGED]
+    with pytest.raises(CostModelError, match=r"no measured rate for one-op loop \(ragged rows\).*run calibrate again"):
+        r.compute_seconds(k)
+
+
+def test_the_ragged_rows_are_measured_on_the_floors_chain_over_longer_rows():
+    """The calibration's chain of x * y over rows of ROW + RAGGED_EXTRA floats compiles, without
+    the fusion pass, to ONE_OP_CHAIN one-op kernels over ragged rows, and rates_from takes the
+    floor out of its slope: a chain run as fast as the floor's gives no excess."""
+    import jax
+    for r in calibrate.ONE_OP_ROWS:
+        prog, args, options = calibrate._variants()[f"one-op ragged {r}"]
+        assert prog == "k_mul_chain" and options == {"xla_disable_hlo_passes": "fusion"}
+        hlo = jax.jit(getattr(calibrate, prog)).lower(*(np.ones(s, t) for t, s in args)).compile(
+            compiler_options=options).as_text()
+        kernels = calibrate._census(hlo).kernels
+        assert len(kernels) == calibrate.ONE_OP_CHAIN
+        assert all(k.ragged and k.one_op == r * (calibrate.ROW + calibrate.RAGGED_EXTRA) for k in kernels)
 
 
 def test_memory_is_priced_further_away_by_its_age(tmp_path_factory):
