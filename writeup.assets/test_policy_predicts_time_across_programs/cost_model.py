@@ -1626,6 +1626,22 @@ ONE_OP = "one-op loop"
 # compare chain's selects are taken out at the select floor.
 ONE_OP_KINDS = ("unary", "select", "compare")
 
+# A one-op kernel whose rows are not a whole number of the loop's tiles (RAGGED_TILE_BYTES of
+# its narrowest type: 16 f32, 32 bf16, 64 pred) costs more an element, every element: the
+# loop emitter's code for such rows is another (in its IR, a quarter to a half of the vector
+# instructions of the whole rows').  Measured on an AMD EPYC (2026-12-06, one-op chains in the level 2, the
+# slope between 8 and 32 rows, two runs): x * y 150 ps an element over rows of 1,024 floats,
+# 288-301 over 1,026 and 1,032, 165-169 over 1,040; a floor 76-94, 212-244 over 1,026 and
+# 1,032; a select (a mask of a byte an element) 154-187 over 1,024, 240-264 over 1,026, 1,032,
+# 1,040 and 1,056 (none a multiple of 64 bytes of mask).  pad_tanh's unfused multiply, over
+# f32[1026, 1026], ran 326 us in the render of 2026-12-06 where the floor priced it at 163.
+# The excess is measured on x * y (calibrate: a chain over rows of ROW + 8) and added to the
+# floor of any kind.  Rows of one tile or less are not told apart: 8 floats ran at 144 ps an
+# element, 12 at 1,164 and 4 at 257 (the same runs), and are priced at the floor.
+RAGGED = f"{ONE_OP} (ragged rows)"
+
+RAGGED_TILE_BYTES = 64
+
 def one_op_floor(kind: str) -> str:
     """The rate of Rates.compute of a one-op loop kernel's floor of ``kind`` (ONE_OP_KINDS),
     ONE_OP for ''."""
@@ -1668,6 +1684,21 @@ _REFUSED_CONTROL = frozenset({"while", "conditional", "call", "async-start", "as
 
 def _is_int(et: str) -> bool:
     return et[:1] in ("s", "u") and et[1:].isdigit()
+
+def ragged_rows(comp, inst: Instruction) -> bool:
+    """Whether a one-op kernel computing ``inst`` has rows that are not a whole number of its
+    loop's tiles (RAGGED): the minor dimension of its output, longer than one tile, is not a
+    multiple of RAGGED_TILE_BYTES of the narrowest type among its output and operands."""
+    shapes = [inst.shape] + [comp.instruction(o).shape for o in inst.operands]
+    if any(s.is_tuple for s in shapes) or not inst.shape.element_count:
+        return False
+    minor = _minor(inst.shape)
+    if minor is None:
+        return False
+    width = min(s.byte_size // s.element_count for s in shapes if s.element_count)
+    tile = RAGGED_TILE_BYTES // max(width, 1)
+    n = inst.shape.dims[minor]
+    return n > tile and n % tile != 0
 
 def _minor(shape) -> int | None:
     """The minor-most dimension of ``shape`` that is longer than 1 (None: a scalar's)."""
@@ -1777,6 +1808,7 @@ class Kernel:
     fault_pages: float = 0.0
     one_op: float = 0.0           # a one-op loop kernel: its elements (module docstring)
     one_op_kind: str = ""         # and the kind of its floor (ONE_OP_KINDS; '': ONE_OP)
+    ragged: bool = False          # and its rows are not a whole number of its loop's tiles (RAGGED)
     scalar: bool = False          # LLVM left its loop scalar: its IR holds no vector type
     elements: float = 0.0         # a loop kernel's output elements (a scalar loop's iterations)
 
@@ -1908,12 +1940,13 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                                "transpose of a broadcast's value" if transposes(comp, i) else i.opcode)
             elif cls is not None:
                 ops[cls] = ops.get(cls, 0) + n
-        one_op, floor_kind = 0.0, ""
+        one_op, floor_kind, ragged = 0.0, "", False
         if kind == "loop":
             computing = [i for i in body if i.opcode not in _NOT_AN_OP]
             if len(computing) == 1 and op_class(comp, computing[0])[0] not in (None, "?"):
                 one_op = float(computing[0].shape.element_count)
                 floor_kind = one_op_kind(computing[0])
+                ragged = ragged_rows(comp, computing[0])
         if op == "custom-call":
             unknown.append(f"custom-call {inst.attrs.get('custom_call_target', '?')}")
         if unknown:
@@ -1949,7 +1982,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                 pages += (s[2] - s[1]) / PAGE
         shape = inst.shape
         elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
-        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op, floor_kind,
+        kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op, floor_kind, ragged,
                               scalar=kind == "loop" and inst.name in scalar_kernels,
                               elements=elements if kind == "loop" else 0.0))
     _reuse_distances(kernels)
@@ -2121,6 +2154,9 @@ class Rates:
         floor_rate = one_op_floor(kernel.one_op_kind)
         if kernel.one_op and not kernel.scalar and floor_rate not in self.compute:
             missing.append(floor_rate)
+        ragged = kernel.one_op and not kernel.scalar and kernel.ragged
+        if ragged and RAGGED not in self.compute:
+            missing.append(RAGGED)
         if kernel.scalar and SCALAR_LOOP not in self.compute:
             missing.append(SCALAR_LOOP)
         if missing:
@@ -2132,8 +2168,10 @@ class Rates:
             parts[SCALAR_LOOP] = kernel.elements * self.compute[SCALAR_LOOP]
         total = sum(parts.values())
         floor = kernel.one_op * self.compute[floor_rate] if kernel.one_op and not kernel.scalar else 0.0
+        if ragged:
+            floor += kernel.one_op * self.compute[RAGGED]
         if floor > total:
-            return floor, floor_rate                                 # the larger of the two
+            return floor, (f"{floor_rate}, ragged rows" if ragged else floor_rate)   # the larger of the two
         if not parts:
             return 0.0, ""
         top = max(parts, key=lambda c: parts[c])
@@ -2499,6 +2537,13 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     if not elements[1] > elements[0] > 0:
         raise RuntimeError(f"calibration: the chain of x * y compiled to no one-op loop kernel ({elements})")
     compute[cost_model.ONE_OP] = max(fastest[large] - fastest[small], 1e-12) / (elements[1] - elements[0])
+    # ragged rows: the same chain's slope over rows of ROW + RAGGED_EXTRA, less the floor
+    small, large = (f"one-op ragged {r}" for r in ONE_OP_ROWS)
+    ragged = [sum(k.one_op for k in _census(v[n].hlo_text).kernels if k.ragged) for n in (small, large)]
+    if not ragged[1] > ragged[0] > 0:
+        raise RuntimeError(f"calibration: the chain of x * y over ragged rows compiled to no such kernel ({ragged})")
+    compute[cost_model.RAGGED] = max((fastest[large] - fastest[small]) / (ragged[1] - ragged[0])
+                                     - compute[cost_model.ONE_OP], 1e-12)
     # the floors of the other kinds, the same slope; a chain's kernels of a kind measured
     # before (the compare chain's selects) are taken out at their floor
     def by_kind(name):
@@ -2582,11 +2627,34 @@ def kernel_irs(path) -> dict:
     tail = "_kernel_module.ir-with-opt.ll"
     return {f.name[len(prefix):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{tail}")}
 
+VECTOR_LOAD = re.compile(r"= load <\d+ x ")
+
 def scalar_kernels(path) -> frozenset:
     """The loop kernels of the optimized module ``path`` that LLVM left scalar: their IR,
-    dumped beside it, holds no vector type (cost_model's docstring).  A kernel whose IR was
-    not dumped is not among them."""
-    return frozenset(name for name, f in kernel_irs(path).items() if not VECTOR_TYPE.search(f.read_text()))
+    dumped beside it, holds no vector type (cost_model's docstring); or it loads no vector
+    where the kernel copies an operand's elements to its output, an operand of at least half
+    as many elements as it writes.  That is a pad of the rows (``jnp.pad(x, ((1, 1), (1,
+    1)))``): the rows that are padding alone are stored as vectors of the padding value, the
+    rows that hold the operand's elements are copied one element at a time, each behind its
+    bounds test (pad_tanh's unfused ``wrapped_pad``, f32[1026, 1026], ran 461 us in the
+    render of 2026-12-06 where its memory priced it at 134).  A broadcast, which loads no
+    vector either, reads far fewer elements than it writes and stays vectorised.  A kernel
+    whose IR was not dumped is not among them."""
+    irs = {name: f.read_text() for name, f in kernel_irs(path).items()}
+    scalar = {name for name, ir in irs.items() if not VECTOR_TYPE.search(ir)}
+    unloaded = [name for name, ir in irs.items() if name not in scalar and not VECTOR_LOAD.search(ir)]
+    if unloaded:
+        entry = parse_module(Path(path).read_text(), source=str(path)).entry
+        for name in unloaded:
+            if name not in entry:
+                continue
+            inst = entry.instruction(name)
+            if inst.shape.is_tuple:
+                continue
+            sizes = [entry.instruction(o).shape for o in inst.operands]
+            if any(not s.is_tuple and 2 * s.element_count >= inst.shape.element_count for s in sizes):
+                scalar.add(name)
+    return frozenset(scalar)
 
 def run_rates(run_json: dict) -> "cost_model.Rates":
     """The rates of the calibration kernels of a timing run (``run_json``: what timed.py printed)."""
