@@ -24,6 +24,15 @@ from .fusion_programs import SUITE, timed_dumps
 # The variants of an UndoTiming, as its tables, listings and the cost model's record
 # (calibrate.model_times reads "fused" and "without fusion") name them.
 FUSED, AA, UNFUSED = "fused", "fused, compiled again (A/A)", "without fusion"
+# The last lines of a reader's run of the model (UndoTiming.record_model_from_the_page): price
+# both dumps with cost_model.py (its lines saved), then print the measured extra time, the
+# model's and their ratio, the numbers the claim's table of the model's runs gives.
+MODEL_FROM_THE_PAGE = (
+    "python cost_model.py run.json dump/*/*/*.cpu_after_optimizations.txt | tee prices.txt\n"
+    "python -c \"import json, statistics; v = json.load(open('run.json'))['variants']; "
+    f"m = 1e6 * statistics.median(b - a for a, b in zip(v['{FUSED}']['samples'], v['{UNFUSED}']['samples'])); "
+    "p = {l.split('/')[2]: float(l.rsplit(': ', 1)[1].split()[0]) for l in open('prices.txt')}; "
+    "e = p['unfused'] - p['fused']; print('extra measured (us):', m, ' model (us):', e, ' measured/model:', m / e)\"")
 
 
 @dataclass
@@ -84,16 +93,13 @@ class UndoTiming:
             "model_program.py as program.py (resolve_program replaced as timed.py's header says), and "
             "cost_model.py, the listing of the claim 'The time of undoing the pass, across programs'; "
             "timed.py's output saved as run.json, the program's two optimized modules dumped with plain "
-            "jax, then cost_model.py prints each module's price ('extra, model' is the unfused price less "
-            "the fused one) and the last line the measured extra time (the median of the rounds' paired "
-            "differences, as statistic.py computes it); this claim runs cost_model.py so on its first "
-            "run's timings and its own dumps, and the prices printed are the first run's model, to the "
-            "last bit",
+            "jax, then cost_model.py prints each module's price (saved as prices.txt) and the last line "
+            "the measured extra time (the median of the rounds' paired differences, as statistic.py "
+            "computes it), the model's (the unfused price less the fused one) and measured/model; this "
+            "claim runs cost_model.py so on its first run's timings and its own dumps, and the prices "
+            "printed are the first run's model, to the last bit",
             timing.run_command("timed.py", "run.json") + "\n" + dump_commands([program]) + "\n"
-            "python cost_model.py run.json dump/*/*/*.cpu_after_optimizations.txt\n"
-            "python -c \"import json, statistics; v = json.load(open('run.json'))['variants']; "
-            f"print('extra measured (us):', 1e6 * statistics.median(b - a for a, b in zip(v['{FUSED}']['samples'], "
-            f"v['{UNFUSED}']['samples'])))\"", lang="bash", fold=True)
+            + MODEL_FROM_THE_PAGE, lang="bash", fold=True)
         return out
 
     def record_listings(self, evidence, label: str, *, at_least: float, aa_limit: float) -> None:

@@ -5,7 +5,9 @@ recording are tested on synthetic results (exact numbers); the timing subprocess
 timing.py's, tested in tests/timing."""
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -145,8 +147,19 @@ def test_an_undo_timing_gives_the_models_runs_from_the_page(monkeypatch, tmp_pat
     assert [x.split('"')[1] for x in lines[1:3]] == ["--xla_dump_to=dump/softmax/fused",
                                                      "--xla_dump_to=dump/softmax/unfused --xla_disable_hlo_passes=fusion"]
     assert "program.softmax).lower(np.zeros((1024, 1024), 'float32'))" in lines[1]
-    assert lines[3] == "python cost_model.py run.json dump/*/*/*.cpu_after_optimizations.txt"
-    assert f"v['{FUSED}']['samples'], v['{UNFUSED}']['samples']" in lines[4]
+    assert lines[3] == "python cost_model.py run.json dump/*/*/*.cpu_after_optimizations.txt | tee prices.txt"
+    # the last line, run as bash runs it on a run.json and the lines cost_model.py prints
+    # (calibrate.model_main's form), prints the measured extra time, the model's and the ratio
+    run = {"variants": {FUSED: {"samples": [1e-4, 2e-4, 3e-4]}, UNFUSED: {"samples": [3e-4, 4.5e-4, 5e-4]}}}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "prices.txt").write_text("dump/softmax/fused/m.cpu_after_optimizations.txt: 612.5 us\n"
+                                         "dump/softmax/unfused/m.cpu_after_optimizations.txt: 812.5 us\n")
+    done = subprocess.run(["bash", "-c", lines[4]], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    assert words[:3] == ["extra", "measured", "(us):"] and float(words[3]) == pytest.approx(200.0)
+    assert float(words[6]) == 200.0 and float(words[8]) == pytest.approx(1.0)
+    assert len(lines) == 5
 
 
 def _program_times() -> ProgramTimes:
