@@ -299,13 +299,16 @@ def test_a_pad_of_the_rows_is_a_scalar_loop_though_its_padding_rows_are_vectors(
     # array: it stays vectorised
     path = _dump(tmp_path_factory, examples.pad_tanh, [X], UNFUSED, "pad-tanh-unfused")
     irs = {name: f.read_text() for name, f in calibrate.kernel_irs(path).items()}
-    pad = next(n for n in irs if n.startswith("wrapped_pad"))
-    broadcast = next(n for n in irs if n.startswith("wrapped_broadcast"))
-    assert calibrate.VECTOR_TYPE.search(irs[broadcast]) and not calibrate.VECTOR_LOAD.search(irs[broadcast])
-    assert broadcast not in calibrate.scalar_kernels(path)
+    # a kernel whose IR is not dumped is not called scalar (jaxlib 0.12 dumps none that
+    # kernel_irs reads: there the rule reads nothing)
+    assert calibrate.scalar_kernels(path) <= set(irs)
     import jax
     if jax.__version__.startswith("0.10."):
         # what LLVM made of the pad is read from its IR, not assumed of another XLA
+        pad = next(n for n in irs if n.startswith("wrapped_pad"))
+        broadcast = next(n for n in irs if n.startswith("wrapped_broadcast"))
+        assert calibrate.VECTOR_TYPE.search(irs[broadcast]) and not calibrate.VECTOR_LOAD.search(irs[broadcast])
+        assert broadcast not in calibrate.scalar_kernels(path)
         assert calibrate.VECTOR_TYPE.search(irs[pad]) and not calibrate.VECTOR_LOAD.search(irs[pad])
         assert pad in calibrate.scalar_kernels(path)
         (k,) = [k for k in cost_model.analyse(*calibrate.read_optimized(path), scalar_kernels=calibrate.scalar_kernels(path)).kernels
