@@ -61,11 +61,9 @@ worker (a fresh interpreter) imports them by name.
 from __future__ import annotations
 
 import functools
-import glob
 import json
 import math
 import os
-import re
 import statistics
 import time
 import types
@@ -73,7 +71,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import cost_model
-from .hlo import parse_module
+from .kernel_code import kernel_objects, scalar_kernels, unread_why, vector_accesses
 
 F32 = "float32"
 ME = "pytest_dumpref.xla.calibrate"
@@ -262,7 +260,7 @@ def k_transpose_alone(x):
 
 
 # Loop kernels that LLVM leaves scalar (cost_model's docstring), for the rates of a scalar
-# loop: calibrate checks in the IR its own compile dumps that they are (scalar_kernels).
+# loop: calibrate checks in the code its own compile dumps that they are (kernel_code.scalar_kernels).
 
 def k_fill_scalar(b, x):
     import jax.numpy as jnp
@@ -596,8 +594,8 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
 @functools.lru_cache(maxsize=1)
 def vectorised_scalar_kernels() -> types.MappingProxyType:
     """class -> why, for the scalar-loop calibration kernels that this XLA vectorises after
-    all (or dumps no IR for): compiled once a process, with their IR dumped (read-only, since
-    every caller shares it)."""
+    all (or whose code is not read here: ``kernel_code``): compiled once a process, with their
+    code dumped (read-only, since every caller shares it)."""
     import tempfile
 
     import jax
@@ -610,9 +608,11 @@ def vectorised_scalar_kernels() -> types.MappingProxyType:
         with tempfile.TemporaryDirectory() as folder:
             dump_optimized(fn, args, folder)
             optimized = next(Path(folder).glob("*cpu_after_optimizations.txt"), None)
-            loops = kernel_irs(optimized) if optimized else {}
+            loops = vector_accesses(optimized) if optimized else {}
             if not loops:
-                why[cls] = f"this XLA dumped no kernel IR for k_{cls}_scalar"
+                unread = unread_why(kernel_objects(optimized).values()) if optimized else None
+                why[cls] = (f"this XLA dumped no kernel IR for k_{cls}_scalar, and {unread}" if unread else
+                            f"this XLA dumped no kernel code (IR or object file) for k_{cls}_scalar")
             elif not set(loops) <= scalar_kernels(optimized):
                 why[cls] = f"this XLA vectorises k_{cls}_scalar, the kernel that measures it"
     return types.MappingProxyType(why)
@@ -742,64 +742,11 @@ def read_optimized(path) -> tuple[str, str | None]:
     return path.read_text(), (ba.read_text() if ba is not None and ba.is_file() else None)
 
 
-VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
-
-
-def kernel_irs(path) -> dict:
-    """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
-    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``).
-
-    Only the loop emitter's kernels.  The other emitter's (``<module>.__compute_module_<kernel>
-    .ir-with-opt.ll``: the one-op kernels, and some fused copies) are priced at rates measured
-    on kernels of that emitter, scalar where theirs are: the one-op transpose the calibration
-    times (``k_transpose_alone``, a ``wrapped_copy``) holds no vector type, as transpose_add's
-    unfused ``wrapped_copy`` does not.  In the 34 programs' dumps (jax 0.10.2, 2026-12-06) 17
-    of the 226 such kernels are scalar: that copy; kernels of one element (a loss's f32[]
-    multiply); scan_rnn's (refused: a while loop); and in transformer_block and
-    causal_attention, copies of 64K-128K elements that keep the minor dimension
-    (``wrapped_copy``, ``copy_bitcast_fusion``), which the model prices on their memory alone.
-    Whether those run slower than their memory, being scalar, is not measured."""
-    path = Path(path)
-    prefix = path.name.split(".cpu_after_optimizations")[0] + "."
-    tail = "_kernel_module.ir-with-opt.ll"
-    return {f.name[len(prefix):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{tail}")}
-
-
-VECTOR_LOAD = re.compile(r"= load <\d+ x ")
-
-
-def scalar_kernels(path) -> frozenset:
-    """The loop kernels of the optimized module ``path`` that LLVM left scalar: their IR,
-    dumped beside it, holds no vector type (cost_model's docstring); or it loads no vector
-    where the kernel copies an operand's elements to its output, an operand of at least half
-    as many elements as it writes.  That is a pad of the rows (``jnp.pad(x, ((1, 1), (1,
-    1)))``): the rows that are padding alone are stored as vectors of the padding value, the
-    rows that hold the operand's elements are copied one element at a time, each behind its
-    bounds test (pad_tanh's unfused ``wrapped_pad``, f32[1026, 1026], ran 461 us in the
-    render of 2026-12-06 where its memory priced it at 134).  A broadcast, which loads no
-    vector either, reads far fewer elements than it writes and stays vectorised.  A kernel
-    whose IR was not dumped is not among them."""
-    irs = {name: f.read_text() for name, f in kernel_irs(path).items()}
-    scalar = {name for name, ir in irs.items() if not VECTOR_TYPE.search(ir)}
-    unloaded = [name for name, ir in irs.items() if name not in scalar and not VECTOR_LOAD.search(ir)]
-    if unloaded:
-        entry = parse_module(Path(path).read_text(), source=str(path)).entry
-        for name in unloaded:
-            if name not in entry:
-                continue
-            inst = entry.instruction(name)
-            if inst.shape.is_tuple:
-                continue
-            sizes = [entry.instruction(o).shape for o in inst.operands]
-            if any(not s.is_tuple and 2 * s.element_count >= inst.shape.element_count for s in sizes):
-                scalar.add(name)
-    return frozenset(scalar)
-
-
 # ---- the model as one file a reader runs on a timing run and dumps of their own ---------------
 
 MODEL_ROOTS = {"calibrate": ["model_main"]}
-MODEL_MODULES = ("shapes", "shape_inference", "hlo", "traffic", "cost_model", "pytest_dumpref.timing", "calibrate")
+MODEL_MODULES = ("shapes", "shape_inference", "hlo", "traffic", "cost_model", "kernel_code", "pytest_dumpref.timing",
+                 "calibrate")
 MODEL_HEADER = '''"""cost_model.py: the kernel cost model (pytest-dumpref, as it ran), on its own, with the rates
 it reads from a timing run's calibration kernels and the HLO and buffer-assignment readers it
 uses (cut from pytest_dumpref/xla/cost_model.py, calibrate.py, hlo.py, shapes.py, traffic.py
@@ -1083,7 +1030,7 @@ def record_model_from_the_page(evidence, folder, run, names: list, dumps: dict) 
                      "module docstring of cost_model gives the measurements that decided its form)",
                      model_listing(), lang="python")
     evidence.excerpt("the model's prices from the page: timed.py run as its header says (its environment, and "
-                     "resolve_program replaced to import program.py) with its output saved as run.json, each "
+                     "program.py saved beside it) with its output saved as run.json, each "
                      "program's two optimized modules dumped with plain jax and program.py (the unfused one with "
                      "--xla_disable_hlo_passes=fusion), then cost_model.py alone, which prints each module's "
                      "price; this claim runs the last line so, in an empty folder, on the "

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import EXIT_BAD_INPUT
 from . import calibrate as cal
-from . import cost_model
+from . import cost_model, kernel_code
 
 DEFAULT_RATES = "dumpref-rates.json"
 CPU_SUFFIX = ".cpu_after_optimizations.txt"
@@ -164,7 +164,7 @@ def _price(f: Path, rates):
     raises ValueError (HloParseError, CostModelError, _Refused) or OSError."""
     _check_optimized(f)
     text, ba_text = cal.read_optimized(f)
-    program = cost_model.analyse(text, ba_text, source=str(f), scalar_kernels=cal.scalar_kernels(f))
+    program = cost_model.analyse(text, ba_text, source=str(f), scalar_kernels=kernel_code.scalar_kernels(f))
     return cost_model.predict(program, rates), ba_text
 
 

@@ -33,9 +33,9 @@ measured with ``timing.py``'s pinned worker:
   of such a kernel, by the operands it reads (``ONE_OP``, or the floor of its kind:
   ``ONE_OP_KINDS``), plus ``RAGGED`` an element where its rows are not a whole number of the
   loop's tiles: the larger of the two.  A loop
-  kernel that LLVM left **scalar** (its optimized IR in the dump, ``*_kernel_module.ir-with-opt.ll``,
-  holds no vector type, or no vector load where it copies an operand as large as half its
-  output: a pad of the rows, ``calibrate.scalar_kernels``) costs its elements at the measured cost of a scalar loop's iteration
+  kernel that LLVM left **scalar** (its code in the dump, optimized IR or object file, moves no
+  element of memory in a vector, or loads none where it copies an operand as large as half its
+  output: a pad of the rows; ``kernel_code.scalar_kernels``) costs its elements at the measured cost of a scalar loop's iteration
   (``SCALAR_LOOP``, a broadcast's) plus its operations at their rates in such a loop
   (``SCALAR``: cheap ops and tanh; a scalar kernel of another class is refused by name).  A reduction
   costs what it adds to reading its input, which the memory term prices.  An operation with no
@@ -565,8 +565,8 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
             scalar_kernels: frozenset = frozenset()) -> ProgramCost:
     """The kernels of an optimized module, their operation counts and their accesses with
     reuse distances (rate-independent: ``predict`` prices them).  ``scalar_kernels``: the loop
-    kernels whose optimized IR holds no vector type (the dump's
-    ``*_kernel_module.ir-with-opt.ll``; ``calibrate.scalar_kernels`` reads them)."""
+    kernels LLVM left scalar (``kernel_code.scalar_kernels`` reads them from the code the dump
+    holds beside the module)."""
     module = parse_module(hlo_text, source=source or None)
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry

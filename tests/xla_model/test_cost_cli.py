@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_dumpref.__main__ import main
-from pytest_dumpref.xla import calibrate, cost_model
+from pytest_dumpref.xla import calibrate, cost_model, kernel_code
 
 MiB = 2 ** 20
 PROGRAM = """
@@ -64,7 +64,7 @@ def cost(capsys, *args):
 
 def test_a_dump_folder_is_priced_module_by_module_with_the_kernels_ir(dump, tmp_path, capsys):
     """A folder: each *.cpu_after_optimizations.txt in it, sorted; with --xla_dump_to alone the
-    kernels' optimized IR is there, and cost reads it (the pad's tanh: a scalar loop, at a rate
+    kernels' code is there (IR or object files), and cost reads it (the pad's tanh: a scalar loop, at a rate
     here that makes it what bounds the kernel)."""
     rates = _rates(tmp_path / "rates.json", **{cost_model.scalar("tanh"): 1e-9})
     code, out, err = cost(capsys, dump, "--rates", rates, "--json")
@@ -74,9 +74,9 @@ def test_a_dump_folder_is_priced_module_by_module_with_the_kernels_ir(dump, tmp_
     assert [g["module"] for g in got] == ["jit_tanh", "jit_pad_tanh", "jit_double"]
     assert all(g["buffer_assignment"] for g in got)
     (pad,) = got[1]["kernels"]
-    if calibrate.kernel_irs(_module(dump, "pad_tanh")):
+    if kernel_code.vector_accesses(_module(dump, "pad_tanh")):     # its IR, or its object code (jaxlib 0.12)
         assert pad["regime"] == "compute (tanh, scalar loop)", pad
-    else:   # jaxlib 0.12 dumps no kernel IR (object files): the kernel is priced as vectorised
+    else:   # object code this machine cannot read: the kernel is priced as vectorised
         assert "scalar loop" not in pad["regime"] and list(dump.glob("*.jit_pad_tanh.obj-file.*.o")), pad
     # the same folder as text: one table per module, in the same order
     code, out, _ = cost(capsys, dump, "--rates", rates)

@@ -1,0 +1,205 @@
+"""What LLVM made of XLA:CPU's loop kernels: whether a kernel moves its elements as vectors or
+one at a time, read from the code XLA dumps beside the optimized module.
+
+XLA:CPU (``--xla_dump_to``) writes each kernel of the loop emitter beside the module: jaxlib
+0.10 as optimized LLVM IR (``<module>.<kernel>_kernel_module.ir-with-opt.ll``) and as an object
+file (``<module>.obj-file.<kernel>_kernel_module.o``); jaxlib 0.12 as the object file alone.  The
+IR is read where it was dumped; the object file, disassembled by binutils' ``objdump`` (or
+``llvm-objdump``), where it was not.  Either gives a kernel's **vector access**:
+
+* ``"none"``: it moves no element of memory in a vector.  IR: no vector type at all.  Object
+  code: no packed access to memory, a packed access being a move or operation of several
+  elements (``vmovups``, ``vmulps``, ``vmovdqu``, ``vpand`` ...) whose memory operand is not on
+  the stack (a spilled register) and not an offset from ``%rip``; a broadcast, a one-element
+  insert or extract and the scalar forms (``vmovss``, ``vaddsd`` ...) move one element;
+* ``"stores"``: it stores vectors and loads none (IR: no ``= load <N x``);
+* ``"loads"``: it loads vectors: vectorised.
+
+``scalar_kernels`` calls a loop kernel scalar where its access is ``"none"``, or ``"stores"``
+where it copies an operand of at least half as many elements as it writes: a pad of the rows
+(``jnp.pad(x, ((1, 1), (1, 1)))``), whose padding rows are stored as vectors of the padding
+value while the rows that hold the operand's elements are copied one element at a time, each
+behind its bounds test (pad_tanh's unfused ``wrapped_pad``, f32[1026, 1026], ran 461 us in a
+render of 2026-12-06 where its memory priced it at 134).  A broadcast stores vectors and
+loads none too, but reads one element or a row: it stays vectorised.
+
+The two readings agree on the loop kernels of the 34 programs of the decisions claim, fused
+and unfused (174 kernels, jaxlib 0.10.2, 2026-12-07), but one: cumsum_exp's unfused
+``wrapped_slice.3`` (f32[256, 64] of a pad), a copy LLVM unrolled element by element in its
+IR, of which the x86 back end merged 8 neighbouring elements into one 32-byte move.  The IR
+calls it scalar, its code one packed load (cumsum_exp is a program the model refuses, for
+its reduce-windows).  The scalar calibration kernels (``calibrate.k_*_scalar``) and the pad
+compile to the same instructions on jaxlib 0.10.2 and 0.12.0.1.
+
+Object code of another architecture than x86-64, or with no disassembler on the ``PATH``, is
+not read (``unread_why`` says which): its kernels are called neither scalar nor vectorised.
+Nothing here imports jax or pytest.
+"""
+from __future__ import annotations
+
+import glob
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from .hlo import parse_module
+
+IR_TAIL = "_kernel_module.ir-with-opt.ll"
+OBJECT_TAIL = "_kernel_module.o"
+VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
+VECTOR_LOAD = re.compile(r"= load <\d+ x ")
+DISASSEMBLERS = ("objdump", "llvm-objdump") + tuple(f"llvm-objdump-{v}" for v in range(20, 13, -1))
+X86_64 = 62                                    # ELF e_machine of x86-64
+
+# x86 mnemonics that move or compute one element, though some name a vector register
+ONE_ELEMENT = re.compile(r"^(?:v?p?broadcast|v?pinsr|v?pextr|v?movd$|v?movq$|v?insertps|v?extractps)|(?:ss|sd)$")
+PACKED = re.compile(r"(?:ps|pd)$|^(?:vp|v?movdq|v(?:insert|extract)[if](?:128|32x4|64x2|32x8|64x4))")
+INSTRUCTION = re.compile(r"^\s*[0-9a-f]+:\s+(.*)$")
+FILE_FORMAT = re.compile(r"^(.*\S):\s+file format (\S+)\s*$")
+OPERAND = re.compile(r"[^,(]*\([^)]*\)|[^,]+")
+
+
+def _module_prefix(path: Path) -> str:
+    return path.name.split(".cpu_after_optimizations")[0] + "."
+
+
+def kernel_irs(path) -> dict:
+    """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
+    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``).
+
+    Only the loop emitter's kernels.  The other emitter's (``<module>.__compute_module_<kernel>
+    .ir-with-opt.ll``: the one-op kernels, and some fused copies) are priced at rates measured
+    on kernels of that emitter, scalar where theirs are: the one-op transpose the calibration
+    times (``k_transpose_alone``, a ``wrapped_copy``) holds no vector type, as transpose_add's
+    unfused ``wrapped_copy`` does not.  In the 34 programs' dumps (jax 0.10.2, 2026-12-06) 17
+    of the 226 such kernels are scalar: that copy; kernels of one element (a loss's f32[]
+    multiply); scan_rnn's (refused: a while loop); and in transformer_block and
+    causal_attention, copies of 64K-128K elements that keep the minor dimension
+    (``wrapped_copy``, ``copy_bitcast_fusion``), which the model prices on their memory alone.
+    Whether those run slower than their memory, being scalar, is not measured."""
+    path = Path(path)
+    prefix = _module_prefix(path)
+    return {f.name[len(prefix):-len(IR_TAIL)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{IR_TAIL}")}
+
+
+def kernel_objects(path) -> dict:
+    """kernel name -> path of its object file, as XLA:CPU dumps it beside the optimized module
+    ``path`` (``<module>.obj-file.<kernel>_kernel_module.o``): the loop emitter's kernels."""
+    path = Path(path)
+    prefix = _module_prefix(path) + "obj-file."
+    return {f.name[len(prefix):-len(OBJECT_TAIL)]: f
+            for f in path.parent.glob(f"{glob.escape(prefix)}*{OBJECT_TAIL}")}
+
+
+def ir_access(ir: str) -> str:
+    """A kernel's vector access (the module's docstring) from its optimized LLVM IR."""
+    if not VECTOR_TYPE.search(ir):
+        return "none"
+    return "loads" if VECTOR_LOAD.search(ir) else "stores"
+
+
+def disassembler() -> str | None:
+    """The first of ``DISASSEMBLERS`` on the PATH, or None."""
+    return next((p for p in map(shutil.which, DISASSEMBLERS) if p), None)
+
+
+def _elf_machine(path: Path) -> int | None:
+    head = path.read_bytes()[:20]
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[5] != 1:      # little-endian ELF only
+        return None
+    return int.from_bytes(head[18:20], "little")
+
+
+def unread_why(objects) -> str | None:
+    """Why the object files ``objects`` cannot be read here, or None when they can."""
+    if not objects:
+        return None
+    if disassembler() is None:
+        return f"no disassembler on the PATH ({', '.join(DISASSEMBLERS[:2])}) to read the kernels' object code"
+    other = sorted(str(f) for f in objects if _elf_machine(Path(f)) != X86_64)
+    if other:
+        return f"object code that is not x86-64 ELF is not read: {other[0]}"
+    return None
+
+
+def packed_accesses(disassembly: str) -> dict:
+    """object file -> (packed loads, packed stores), from ``objdump -d`` output (AT&T syntax)
+    of one or more files.  Accesses to the stack (spilled registers: ``%rsp``, ``%rbp``) and at
+    an offset from ``%rip`` are not counted."""
+    counts: dict = {}
+    current = None
+    for line in disassembly.replace("\t", " ").splitlines():
+        head = FILE_FORMAT.match(line)
+        if head:
+            current = head.group(1)
+            counts[current] = [0, 0]
+            continue
+        m = INSTRUCTION.match(line)
+        if m is None or current is None:
+            continue
+        words = [w for w in m.group(1).split() if not w.startswith("{")]     # {evex}, {vex}
+        if not words:
+            continue
+        mnemonic, operands = words[0], "".join(words[1:])
+        if ONE_ELEMENT.search(mnemonic) or not (PACKED.search(mnemonic) or (mnemonic.startswith("p") and "%xmm" in operands)):
+            continue
+        parts = [o.strip() for o in OPERAND.findall(operands)]
+        memory = [i for i, o in enumerate(parts) if "(" in o]
+        if not memory or any(r in parts[i] for i in memory for r in ("%rsp", "%rbp", "%rip")):
+            continue
+        counts[current][1 if memory[-1] == len(parts) - 1 else 0] += 1
+    return {f: tuple(c) for f, c in counts.items()}
+
+
+def object_accesses(objects: dict) -> dict:
+    """kernel name -> vector access (the module's docstring) from the object files ``objects``
+    (kernel name -> path), disassembled in one call; {} where they cannot be read here
+    (``unread_why``)."""
+    if not objects or unread_why(objects.values()):
+        return {}
+    tool = disassembler()
+    done = subprocess.run([str(tool), "-d", "--no-show-raw-insn", *map(str, objects.values())],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{tool} -d failed on {sorted(map(str, objects.values()))[0]}: {done.stderr.strip()[-500:]}")
+    counts = packed_accesses(done.stdout)
+    access = {}
+    for name, f in objects.items():
+        loads, stores = counts.get(str(f), (None, None))
+        if loads is None:
+            raise RuntimeError(f"{tool} -d printed no disassembly of {f}")
+        access[name] = "loads" if loads else ("stores" if stores else "none")
+    return access
+
+
+def vector_accesses(path) -> dict:
+    """kernel name -> vector access of each loop kernel of the optimized module ``path``:
+    from its IR where that was dumped, from its object code where only that was."""
+    irs = kernel_irs(path)
+    access = {name: ir_access(f.read_text()) for name, f in irs.items()}
+    objects = {name: f for name, f in kernel_objects(path).items() if name not in irs}
+    access.update(object_accesses(objects))
+    return access
+
+
+def scalar_kernels(path) -> frozenset:
+    """The loop kernels of the optimized module ``path`` that LLVM left scalar (the module's
+    docstring: a vector access of ``"none"``, or of ``"stores"`` where the kernel copies an
+    operand at least half its output's size).  A kernel whose code is not read is not among
+    them."""
+    access = vector_accesses(path)
+    scalar = {name for name, a in access.items() if a == "none"}
+    unloaded = [name for name, a in access.items() if a == "stores"]
+    if unloaded:
+        entry = parse_module(Path(path).read_text(), source=str(path)).entry
+        for name in unloaded:
+            if name not in entry:
+                continue
+            inst = entry.instruction(name)
+            if inst.shape.is_tuple:
+                continue
+            sizes = [entry.instruction(o).shape for o in inst.operands]
+            if any(not s.is_tuple and 2 * s.element_count >= inst.shape.element_count for s in sizes):
+                scalar.add(name)
+    return frozenset(scalar)
