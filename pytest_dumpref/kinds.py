@@ -553,12 +553,17 @@ class Note(Kind):
 class Excerpt(Kind):
     name, key, required = "excerpt", "title", ("title", "text")
 
-    def record(self, title: str, text: str, *, lang: str | None = None, fold: bool | None = None) -> dict:
+    def record(self, title: str, text: str, *, lang: str | None = None, fold: bool | None = None,
+               beside: bool = False) -> dict:
         """Lines copied from a file the claim names.  ``fold``: True folds it into <details>,
-        False keeps it in view; None (the default) folds a long one."""
+        False keeps it in view; None (the default) folds a long one.  ``beside``: True keeps it
+        as a file beside the write-up however short (a script a reader saves and runs, under
+        the file name its title gives), as a long one always is."""
         item: dict = {"title": title, "text": str(text), "lang": lang}
         if fold is not None:
             item["fold"] = bool(fold)
+        if beside:
+            item["beside"] = True
         return item
 
     @staticmethod
@@ -585,7 +590,7 @@ class Excerpt(Kind):
 
     @staticmethod
     def kept_beside(item: dict) -> bool:
-        return len(item["text"].encode("utf-8")) > EXCERPT_KEPT_BESIDE
+        return bool(item.get("beside")) or len(item["text"].encode("utf-8")) > EXCERPT_KEPT_BESIDE
 
     def asset(self, nodeid: str, item: dict) -> str | None:
         """A long excerpt's file: the first file name its title gives (``_TITLE_FILE``), in a
@@ -610,8 +615,9 @@ class Excerpt(Kind):
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
         n = text.rstrip("\n").count("\n") + 1
         # folded like the listings shown inline, and gathered with them at the claim's end
-        folded(out, f"{item['title']} ({n} lines)", lambda: out.add(
-            f"**{item['title']}**: [`{rel.rsplit('/', 1)[-1]}`]({rel}), {n:,} lines, "
+        lines = f"{n:,} line{'' if n == 1 else 's'}"
+        folded(out, f"{item['title']} ({lines})", lambda: out.add(
+            f"**{item['title']}**: [`{rel.rsplit('/', 1)[-1]}`]({rel}), {lines}, "
             f"{format_number(len(text.encode('utf-8')), 'B')}, sha256 `{digest}`, kept beside this file "
             "(the check compares it byte for byte)."), holds=("excerpt", 1))
 

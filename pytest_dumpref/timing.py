@@ -461,17 +461,35 @@ def run_command(script: str = "timed.py", out: str = "run.json") -> str:
             f"{' '.join(f'{k}={v}' for k, v in ALLOCATOR_ENV.items())} python {script} > {out}")
 
 
-def plan_listing(plan: TimingPlan) -> str:
+# The listing's resolve_program: timed.py runs without pytest-dumpref, so it takes the
+# programs from program.py beside it (program_listing), not from their module by name.
+LISTED_RESOLVE_PROGRAM = '''def resolve_program(ref):
+    """'module:function' -> the function of that name in program.py, beside this file (the
+    worker of pytest-dumpref imports the module itself: timing.resolve_program)."""
+    import program
+    fn = program
+    for part in ref.partition(':')[2].split('.'):
+        fn = getattr(fn, part)
+    return fn
+'''
+
+
+def plan_listing(plan: TimingPlan, program_file: str = "program.py") -> str:
     """Python that defines every name the worker's source (``_worker``) uses besides jax and
     numpy, with the values ``plan`` ran with: the imports, this module's constants, the plan
-    as a plain namespace, and the helper that turns a program reference into a function.  A
-    reader who pastes it above the worker's source has the timing loop as it ran."""
+    as a plain namespace, and the helper that turns a program reference into a function
+    (``LISTED_RESOLVE_PROGRAM``: from program.py, the listing ``program_file`` shown with this
+    one, saved beside it).  A reader who pastes it above the worker's source has the timing
+    loop as it ran."""
     constants = "\n".join(f"{name} = {globals()[name]!r}" for name in (
         "SINGLE_THREAD_XLA_FLAGS", "ALLOCATOR_ENV", "STREAM", "DISPATCH", "DISPATCH_WORKER", "WORKER_ELEMENTS",
         "STREAM_COLD", "COLD_INPUT_BYTES",
         "AA_INERT_OPTION", "CPU_CLOCK_MAX_STEP_NS"))
     import jax
+    save = ("the listing program.py" if program_file == "program.py"
+            else f"the listing {program_file} (its programs) as program.py")
     return (f"# timed.py needs plain jax: pip install jax=={jax.__version__} jaxlib=={jax.__version__} numpy\n"
+            f"# and {save} beside this file.\n"
             "# Run it as\n"
             f"#   XLA_FLAGS={' '.join(SINGLE_THREAD_XLA_FLAGS)} JAX_PLATFORMS=cpu PYTHONHASHSEED=0 \\\n"
             f"#   {' '.join(f'{k}={v}' for k, v in ALLOCATOR_ENV.items())} python timed.py > run.json\n"
@@ -480,20 +498,17 @@ def plan_listing(plan: TimingPlan) -> str:
             "# The MALLOC_ variables give glibc's malloc one arena and keep its heap, so each call\n"
             "# reuses the pages of the last; without them XLA's execution thread may get an arena\n"
             "# of its own and fault its temporaries in afresh on every call, by chance of the run.\n"
-            "# plan.program, 'module:function', is imported by resolve_program when the worker starts,\n"
-            "# after _pin (jax must not be imported before the pin). Without pytest-dumpref, save the\n"
-            "# listing program.py shown with this one beside this file and replace resolve_program by\n"
-            "#   def resolve_program(ref):\n"
-            "#       import program\n"
-            "#       return getattr(program, ref.partition(':')[2])\n"
+            "# plan.program, 'module:function', is taken from program.py by resolve_program when the\n"
+            "# worker starts, after _pin (jax must not be imported before the pin); pytest-dumpref's\n"
+            "# worker imports the module itself, the only line that differs from the run.\n"
             "from __future__ import annotations\n\n"
-            "import importlib, json, os, random, resource, time, types\n\n"
+            "import json, os, random, resource, time, types\n\n"
             "# pytest_dumpref/timing.py's constants\n" + constants + "\n\n"
             "# the plan this claim ran\n"
             + plan_block(plan) + "\n"
             "plan.program_of = lambda variant: plan.programs.get(variant, (plan.program, plan.args))\n\n"
             "class TimingError(RuntimeError):\n    pass\n\n\n"
-            + inspect.getsource(resolve_program) + "\n\n"
+            + LISTED_RESOLVE_PROGRAM + "\n\n"
             "# The tables' 'us/call' of a variant: the median of its samples (per round, its fastest\n"
             "# call's CPU time, or wall time where call_timer says so) ± median_noise(samples)\n"
             "# (statistic.py lists it).\n")
@@ -554,10 +569,11 @@ def _module_programs(module_name: str, names: list) -> tuple:
     return imports, body
 
 
-def worker_listing(plan: TimingPlan) -> str:
+def worker_listing(plan: TimingPlan, program_file: str = "program.py") -> str:
     """The timed subprocess as one script that runs with plain jax: ``plan_listing(plan)``,
-    then the source of the worker and the functions it calls, then the line that runs it."""
-    return (plan_listing(plan) + "\n\n" + "\n\n".join(
+    then the source of the worker and the functions it calls, then the line that runs it.
+    ``program_file``: the name of the listing of its programs shown with it."""
+    return (plan_listing(plan, program_file) + "\n\n" + "\n\n".join(
                 inspect.getsource(f) for f in (_pin, fill, _stream, cpu_clock_step_ns, call_timer, _worker))
             + "\n\nprint(json.dumps(_worker(plan)))\n")
 

@@ -84,13 +84,14 @@ class UndoTiming:
         evidence.excerpt("model_program.py, the programs of the cost model's runs as they ran (timing."
                          "program_listing of the model's plan: the claim's program and the calibration "
                          "kernels of pytest_dumpref/xla/calibrate.py)", timing.program_listing(model_plan),
-                         lang="python")
+                         lang="python", beside=True)
         evidence.excerpt("model_timed.py, one of the cost model's runs as it ran (timing.worker_listing of "
                          "the model's plan: the claim's variants beside the calibration kernels that give "
-                         "the model its rates)", timing.worker_listing(model_plan), lang="python")
+                         "the model its rates)", timing.worker_listing(model_plan, "model_program.py"), lang="python",
+                         beside=True)
         evidence.excerpt(
             "the model's runs from the page: in a folder of their own, model_timed.py saved as timed.py and "
-            "model_program.py as program.py (resolve_program replaced as timed.py's header says), and "
+            "model_program.py as program.py, and "
             "cost_model.py, the listing of the claim 'The time of undoing the pass, across programs'; "
             "timed.py's output saved as run.json, the program's two optimized modules dumped with plain "
             "jax, then cost_model.py prints each module's price (saved as prices.txt) and the last line "

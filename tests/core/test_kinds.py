@@ -145,6 +145,7 @@ MODULE = "".join(f"def f{i}(x):\\n    return x + {i}\\n\\n" for i in range(1000)
 def test_listed(evidence):
     evidence.excerpt("the module, whole (src/model.py)", MODULE, lang="python")
     evidence.excerpt("short.py: two lines", "a = 1\\nb = 2\\n", lang="python")
+    evidence.excerpt("run.py: a script to save and run", "print(3 * 7)\\n", lang="python", beside=True)
     evidence.number("definitions", MODULE.count("def "))
     assert MODULE.count("def ") == 1000
 '''
@@ -153,7 +154,7 @@ def test_listed(evidence):
 def test_a_long_excerpt_is_kept_beside_the_writeup_and_checked_byte_for_byte(pytester):
     """A listing too long for a page (over EXCERPT_KEPT_BESIDE bytes) is written beside the
     write-up under the file name its title starts with and linked with its sha256; a short one
-    stays in the page.  The check fails, naming the file, when the kept file is edited or gone."""
+    stays in the page, unless its claim keeps it beside.  The check fails, naming the file, when the kept file is edited or gone."""
     import hashlib
     pytester.makepyprojecttoml(PYPROJECT)
     pytester.makepyfile(test_listed=LISTING_CLAIM)
@@ -165,6 +166,10 @@ def test_a_long_excerpt_is_kept_beside_the_writeup_and_checked_byte_for_byte(pyt
     assert "def f999" not in page and "a = 1" in page
     assert "[`model.py`](w.assets/test_listed/model.py)" in page
     assert hashlib.sha256(text.encode()).hexdigest() in page
+    # a short script the claim keeps beside (beside=True) is a file too, not lines of the page
+    script = pytester.path / "w.assets" / "test_listed" / "run.py"
+    assert script.read_text() == "print(3 * 7)\n" and "print(3 * 7)" not in page
+    assert "[`run.py`](w.assets/test_listed/run.py), 1 line," in page
     pytester.runpytest("--dumpref-check=w.md").assert_outcomes(passed=1)
 
     kept.write_text(text.replace("return x + 7\n", "return x + 8\n"))

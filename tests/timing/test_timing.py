@@ -211,10 +211,10 @@ def test_one_plan_times_several_programs_each_with_its_inputs():
 
 def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     # The write-up prints program_listing(plan) and worker_listing(plan) as the timing loop
-    # as it ran: they must run as scripts of their own, every name defined, once the reader
-    # makes the one change the comment asks for (resolve_program replaced, the program saved
-    # as program.py), and with the installs and environment the comment names.  gelu_grad
-    # calls gelu: the listed program carries what it uses.
+    # as it ran: they must run as scripts of their own, every name defined, saved as the
+    # comment says (the program as program.py beside timed.py), with the installs and
+    # environment the comment names.  gelu_grad calls gelu: the listed program carries what
+    # it uses.
     plan = TimingPlan(program="pytest_dumpref.examples:gelu_grad", args=(("float32", (16, 16)),),
                       variants={"a": {}, "a (A/A)": {}, "b": {"xla_disable_hlo_passes": "fusion"}},
                       stream_shape=(512, 512), rounds=3, calls_per_round=2, warmup_calls=1)
@@ -223,17 +223,17 @@ def test_the_listed_worker_runs_alone_with_plain_jax(tmp_path):
     (tmp_path / "program.py").write_text(program)
     # (a 1 MiB stream: slower than dispatch even on a busy machine, so a bandwidth exists)
     script = timing.worker_listing(plan)
-    comment = script.split("replace resolve_program by\n")[1].split("\nfrom __future__")[0]
-    replacement = "\n".join(line[len("#   "):] for line in comment.splitlines())
-    listed = inspect.getsource(resolve_program)
-    assert listed in script
-    script = script.replace(listed, replacement + "\n")
+    # the one line that differs from the run: the program is taken from program.py
+    assert timing.LISTED_RESOLVE_PROGRAM in script and inspect.getsource(resolve_program) not in script
     assert "import pytest_dumpref" not in script and "from pytest_dumpref" not in script
     (tmp_path / "timed.py").write_text(script)
     # the environment exactly as the listing's first comment says to run it
     import jax
     assert script.startswith(f"# timed.py needs plain jax: pip install jax=={jax.__version__} "
-                             f"jaxlib=={jax.__version__} numpy\n")
+                             f"jaxlib=={jax.__version__} numpy\n# and the listing program.py beside this file.")
+    # a plan whose programs are listed under another name says to save that one as program.py
+    assert "# and the listing model_program.py (its programs) as program.py beside this file." \
+        in timing.worker_listing(plan, "model_program.py")
     run_line = script.split("# Run it as\n")[1].split("> run.json")[0]
     words = run_line.replace("\\\n", " ").replace("#", " ").split()
     assert words[-2:] == ["python", "timed.py"], words
