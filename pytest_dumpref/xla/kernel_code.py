@@ -24,7 +24,7 @@ render of 2026-12-06 where its memory priced it at 134).  A broadcast stores vec
 loads none too, but reads one element or a row: it stays vectorised.
 
 The two readings agree on the loop kernels of the 34 programs of the decisions claim, fused
-and unfused (174 kernels, jaxlib 0.10.2, 2026-12-07), but one: cumsum_exp's unfused
+and unfused (174 kernels, jaxlib 0.10.2, 2026-12-06), but one: cumsum_exp's unfused
 ``wrapped_slice.3`` (f32[256, 64] of a pad), a copy LLVM unrolled element by element in its
 IR, of which the x86 back end merged 8 neighbouring elements into one 32-byte move.  The IR
 calls it scalar, its code one packed load (cumsum_exp is a program the model refuses, for
