@@ -19,7 +19,9 @@ import itertools
 import json
 import math
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -1911,8 +1913,8 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
             scalar_kernels: frozenset = frozenset()) -> ProgramCost:
     """The kernels of an optimized module, their operation counts and their accesses with
     reuse distances (rate-independent: ``predict`` prices them).  ``scalar_kernels``: the loop
-    kernels whose optimized IR holds no vector type (the dump's
-    ``*_kernel_module.ir-with-opt.ll``; ``calibrate.scalar_kernels`` reads them)."""
+    kernels LLVM left scalar (``kernel_code.scalar_kernels`` reads them from the code the dump
+    holds beside the module)."""
     module = parse_module(hlo_text, source=source or None)
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry
@@ -2302,6 +2304,166 @@ def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates
     return predict(analyse(hlo_text, buffer_assignment_text, source=source, scalar_kernels=scalar_kernels), rates)
 
 
+# ---- from pytest_dumpref/xla/kernel_code.py -----------------------------------------------
+
+IR_TAIL = "_kernel_module.ir-with-opt.ll"
+
+OBJECT_TAIL = "_kernel_module.o"
+
+VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
+
+VECTOR_LOAD = re.compile(r"= load <\d+ x ")
+
+DISASSEMBLERS = ("objdump", "llvm-objdump") + tuple(f"llvm-objdump-{v}" for v in range(20, 13, -1))
+
+X86_64 = 62                                    # ELF e_machine of x86-64
+
+# x86 mnemonics that move or compute one element, though some name a vector register
+ONE_ELEMENT = re.compile(r"^(?:v?p?broadcast|v?pinsr|v?pextr|v?movd$|v?movq$|v?insertps|v?extractps)|(?:ss|sd)$")
+
+PACKED = re.compile(r"(?:ps|pd)$|^(?:vp|v?movdq|v(?:insert|extract)[if](?:128|32x4|64x2|32x8|64x4))")
+
+INSTRUCTION = re.compile(r"^\s*[0-9a-f]+:\s+(.*)$")
+
+FILE_FORMAT = re.compile(r"^(.*\S):\s+file format (\S+)\s*$")
+
+OPERAND = re.compile(r"[^,(]*\([^)]*\)|[^,]+")
+
+def _module_prefix(path: Path) -> str:
+    return path.name.split(".cpu_after_optimizations")[0] + "."
+
+def kernel_irs(path) -> dict:
+    """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
+    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``).
+
+    Only the loop emitter's kernels.  The other emitter's (``<module>.__compute_module_<kernel>
+    .ir-with-opt.ll``: the one-op kernels, and some fused copies) are priced at rates measured
+    on kernels of that emitter, scalar where theirs are: the one-op transpose the calibration
+    times (``k_transpose_alone``, a ``wrapped_copy``) holds no vector type, as transpose_add's
+    unfused ``wrapped_copy`` does not.  In the 34 programs' dumps (jax 0.10.2, 2026-12-06) 17
+    of the 226 such kernels are scalar: that copy; kernels of one element (a loss's f32[]
+    multiply); scan_rnn's (refused: a while loop); and in transformer_block and
+    causal_attention, copies of 64K-128K elements that keep the minor dimension
+    (``wrapped_copy``, ``copy_bitcast_fusion``), which the model prices on their memory alone.
+    Whether those run slower than their memory, being scalar, is not measured."""
+    path = Path(path)
+    prefix = _module_prefix(path)
+    return {f.name[len(prefix):-len(IR_TAIL)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{IR_TAIL}")}
+
+def kernel_objects(path) -> dict:
+    """kernel name -> path of its object file, as XLA:CPU dumps it beside the optimized module
+    ``path`` (``<module>.obj-file.<kernel>_kernel_module.o``): the loop emitter's kernels."""
+    path = Path(path)
+    prefix = _module_prefix(path) + "obj-file."
+    return {f.name[len(prefix):-len(OBJECT_TAIL)]: f
+            for f in path.parent.glob(f"{glob.escape(prefix)}*{OBJECT_TAIL}")}
+
+def ir_access(ir: str) -> str:
+    """A kernel's vector access (the module's docstring) from its optimized LLVM IR."""
+    if not VECTOR_TYPE.search(ir):
+        return "none"
+    return "loads" if VECTOR_LOAD.search(ir) else "stores"
+
+def disassembler() -> str | None:
+    """The first of ``DISASSEMBLERS`` on the PATH, or None."""
+    return next((p for p in map(shutil.which, DISASSEMBLERS) if p), None)
+
+def _elf_machine(path: Path) -> int | None:
+    head = path.read_bytes()[:20]
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[5] != 1:      # little-endian ELF only
+        return None
+    return int.from_bytes(head[18:20], "little")
+
+def unread_why(objects) -> str | None:
+    """Why the object files ``objects`` cannot be read here, or None when they can."""
+    if not objects:
+        return None
+    if disassembler() is None:
+        return f"no disassembler on the PATH ({', '.join(DISASSEMBLERS[:2])}) to read the kernels' object code"
+    other = sorted(str(f) for f in objects if _elf_machine(Path(f)) != X86_64)
+    if other:
+        return f"object code that is not x86-64 ELF is not read: {other[0]}"
+    return None
+
+def packed_accesses(disassembly: str) -> dict:
+    """object file -> (packed loads, packed stores), from ``objdump -d`` output (AT&T syntax)
+    of one or more files.  Accesses to the stack (spilled registers: ``%rsp``, ``%rbp``) and at
+    an offset from ``%rip`` are not counted."""
+    counts: dict = {}
+    current = None
+    for line in disassembly.replace("\t", " ").splitlines():
+        head = FILE_FORMAT.match(line)
+        if head:
+            current = head.group(1)
+            counts[current] = [0, 0]
+            continue
+        m = INSTRUCTION.match(line)
+        if m is None or current is None:
+            continue
+        words = [w for w in m.group(1).split() if not w.startswith("{")]     # {evex}, {vex}
+        if not words:
+            continue
+        mnemonic, operands = words[0], "".join(words[1:])
+        if ONE_ELEMENT.search(mnemonic) or not (PACKED.search(mnemonic) or (mnemonic.startswith("p") and "%xmm" in operands)):
+            continue
+        parts = [o.strip() for o in OPERAND.findall(operands)]
+        memory = [i for i, o in enumerate(parts) if "(" in o]
+        if not memory or any(r in parts[i] for i in memory for r in ("%rsp", "%rbp", "%rip")):
+            continue
+        counts[current][1 if memory[-1] == len(parts) - 1 else 0] += 1
+    return {f: tuple(c) for f, c in counts.items()}
+
+def object_accesses(objects: dict) -> dict:
+    """kernel name -> vector access (the module's docstring) from the object files ``objects``
+    (kernel name -> path), disassembled in one call; {} where they cannot be read here
+    (``unread_why``)."""
+    if not objects or unread_why(objects.values()):
+        return {}
+    tool = disassembler()
+    done = subprocess.run([str(tool), "-d", "--no-show-raw-insn", *map(str, objects.values())],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{tool} -d failed on {sorted(map(str, objects.values()))[0]}: {done.stderr.strip()[-500:]}")
+    counts = packed_accesses(done.stdout)
+    access = {}
+    for name, f in objects.items():
+        loads, stores = counts.get(str(f), (None, None))
+        if loads is None:
+            raise RuntimeError(f"{tool} -d printed no disassembly of {f}")
+        access[name] = "loads" if loads else ("stores" if stores else "none")
+    return access
+
+def vector_accesses(path) -> dict:
+    """kernel name -> vector access of each loop kernel of the optimized module ``path``:
+    from its IR where that was dumped, from its object code where only that was."""
+    irs = kernel_irs(path)
+    access = {name: ir_access(f.read_text()) for name, f in irs.items()}
+    objects = {name: f for name, f in kernel_objects(path).items() if name not in irs}
+    access.update(object_accesses(objects))
+    return access
+
+def scalar_kernels(path) -> frozenset:
+    """The loop kernels of the optimized module ``path`` that LLVM left scalar (the module's
+    docstring: a vector access of ``"none"``, or of ``"stores"`` where the kernel copies an
+    operand at least half its output's size).  A kernel whose code is not read is not among
+    them."""
+    access = vector_accesses(path)
+    scalar = {name for name, a in access.items() if a == "none"}
+    unloaded = [name for name, a in access.items() if a == "stores"]
+    if unloaded:
+        entry = parse_module(Path(path).read_text(), source=str(path)).entry
+        for name in unloaded:
+            if name not in entry:
+                continue
+            inst = entry.instruction(name)
+            if inst.shape.is_tuple:
+                continue
+            sizes = [entry.instruction(o).shape for o in inst.operands]
+            if any(not s.is_tuple and 2 * s.element_count >= inst.shape.element_count for s in sizes):
+                scalar.add(name)
+    return frozenset(scalar)
+
+
 # ---- from pytest_dumpref/timing.py --------------------------------------------------------
 
 DISPATCH = "calibration: dispatch y=2x over 8 elements"
@@ -2605,56 +2767,6 @@ def read_optimized(path) -> tuple[str, str | None]:
     path = Path(path)
     ba = path.with_name(path.name[:-len(".txt")] + "-buffer-assignment.txt") if path.suffix == ".txt" else None
     return path.read_text(), (ba.read_text() if ba is not None and ba.is_file() else None)
-
-VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
-
-def kernel_irs(path) -> dict:
-    """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
-    module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``).
-
-    Only the loop emitter's kernels.  The other emitter's (``<module>.__compute_module_<kernel>
-    .ir-with-opt.ll``: the one-op kernels, and some fused copies) are priced at rates measured
-    on kernels of that emitter, scalar where theirs are: the one-op transpose the calibration
-    times (``k_transpose_alone``, a ``wrapped_copy``) holds no vector type, as transpose_add's
-    unfused ``wrapped_copy`` does not.  In the 34 programs' dumps (jax 0.10.2, 2026-12-06) 17
-    of the 226 such kernels are scalar: that copy; kernels of one element (a loss's f32[]
-    multiply); scan_rnn's (refused: a while loop); and in transformer_block and
-    causal_attention, copies of 64K-128K elements that keep the minor dimension
-    (``wrapped_copy``, ``copy_bitcast_fusion``), which the model prices on their memory alone.
-    Whether those run slower than their memory, being scalar, is not measured."""
-    path = Path(path)
-    prefix = path.name.split(".cpu_after_optimizations")[0] + "."
-    tail = "_kernel_module.ir-with-opt.ll"
-    return {f.name[len(prefix):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{tail}")}
-
-VECTOR_LOAD = re.compile(r"= load <\d+ x ")
-
-def scalar_kernels(path) -> frozenset:
-    """The loop kernels of the optimized module ``path`` that LLVM left scalar: their IR,
-    dumped beside it, holds no vector type (cost_model's docstring); or it loads no vector
-    where the kernel copies an operand's elements to its output, an operand of at least half
-    as many elements as it writes.  That is a pad of the rows (``jnp.pad(x, ((1, 1), (1,
-    1)))``): the rows that are padding alone are stored as vectors of the padding value, the
-    rows that hold the operand's elements are copied one element at a time, each behind its
-    bounds test (pad_tanh's unfused ``wrapped_pad``, f32[1026, 1026], ran 461 us in the
-    render of 2026-12-06 where its memory priced it at 134).  A broadcast, which loads no
-    vector either, reads far fewer elements than it writes and stays vectorised.  A kernel
-    whose IR was not dumped is not among them."""
-    irs = {name: f.read_text() for name, f in kernel_irs(path).items()}
-    scalar = {name for name, ir in irs.items() if not VECTOR_TYPE.search(ir)}
-    unloaded = [name for name, ir in irs.items() if name not in scalar and not VECTOR_LOAD.search(ir)]
-    if unloaded:
-        entry = parse_module(Path(path).read_text(), source=str(path)).entry
-        for name in unloaded:
-            if name not in entry:
-                continue
-            inst = entry.instruction(name)
-            if inst.shape.is_tuple:
-                continue
-            sizes = [entry.instruction(o).shape for o in inst.operands]
-            if any(not s.is_tuple and 2 * s.element_count >= inst.shape.element_count for s in sizes):
-                scalar.add(name)
-    return frozenset(scalar)
 
 def run_rates(run_json: dict) -> "cost_model.Rates":
     """The rates of the calibration kernels of a timing run (``run_json``: what timed.py printed)."""

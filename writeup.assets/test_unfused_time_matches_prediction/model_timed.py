@@ -1,4 +1,5 @@
 # timed.py needs plain jax: pip install jax==0.10.2 jaxlib==0.10.2 numpy
+# and the listing model_program.py (its programs) as program.py beside this file.
 # Run it as
 #   XLA_FLAGS=--xla_cpu_multi_thread_eigen=false JAX_PLATFORMS=cpu PYTHONHASHSEED=0 \
 #   MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 python timed.py > run.json
@@ -7,15 +8,12 @@
 # The MALLOC_ variables give glibc's malloc one arena and keep its heap, so each call
 # reuses the pages of the last; without them XLA's execution thread may get an arena
 # of its own and fault its temporaries in afresh on every call, by chance of the run.
-# plan.program, 'module:function', is imported by resolve_program when the worker starts,
-# after _pin (jax must not be imported before the pin). Without pytest-dumpref, save the
-# listing program.py shown with this one beside this file and replace resolve_program by
-#   def resolve_program(ref):
-#       import program
-#       return getattr(program, ref.partition(':')[2])
+# plan.program, 'module:function', is taken from program.py by resolve_program when the
+# worker starts, after _pin (jax must not be imported before the pin); pytest-dumpref's
+# worker imports the module itself, the only line that differs from the run.
 from __future__ import annotations
 
-import importlib, json, os, random, resource, time, types
+import json, os, random, resource, time, types
 
 # pytest_dumpref/timing.py's constants
 SINGLE_THREAD_XLA_FLAGS = ['--xla_cpu_multi_thread_eigen=false']
@@ -230,20 +228,13 @@ class TimingError(RuntimeError):
     pass
 
 
-def resolve_program(ref: str):
-    """``"package.module:function"`` -> the function, with an error that names the reference."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not attr:
-        raise TimingError(f"program {ref!r} must be written 'module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise TimingError(f"program {ref!r}: cannot import {module_name}: {e}") from e
-    fn: Any = module
-    for part in attr.split("."):
-        fn = getattr(fn, part, None)
-        if fn is None:
-            raise TimingError(f"program {ref!r}: {module_name} has no {attr}")
+def resolve_program(ref):
+    """'module:function' -> the function of that name in program.py, beside this file (the
+    worker of pytest-dumpref imports the module itself: timing.resolve_program)."""
+    import program
+    fn = program
+    for part in ref.partition(':')[2].split('.'):
+        fn = getattr(fn, part)
     return fn
 
 
