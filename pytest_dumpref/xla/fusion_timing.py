@@ -35,6 +35,14 @@ MODEL_FROM_THE_PAGE = (
     "e = p['unfused'] - p['fused']; print('extra measured (us):', m, ' model (us):', e, ' measured/model:', m / e)\"")
 
 
+def install_command() -> str:
+    """The shell line that makes the model's runs' environment: a fresh virtual environment
+    with this jax and jaxlib, and numpy."""
+    import jax
+    return (f"python3 -m venv venv && . venv/bin/activate && pip install jax=={jax.__version__} "
+            f"jaxlib=={jax.__version__} numpy")
+
+
 @dataclass
 class UndoTiming:
     """One program timed in one pinned run (timing.run_plan) fused, fused and compiled again
@@ -70,8 +78,8 @@ class UndoTiming:
 
     def record_model_from_the_page(self, evidence, folder: Path, program: str, fused, plain) -> tuple:
         """Record how a reader makes one of the model's runs with plain jax (its timed.py and
-        program.py, then the commands: time, dump the TIMED program ``program``, price with
-        cost_model.py, the listing of the claim across programs), and run cost_model.py alone
+        program.py, the model's listing cost_model.py, then the commands: install, time, dump the
+        TIMED program ``program``, price with cost_model.py), and run cost_model.py alone
         in ``folder`` on the first run's timings and the dumps ``fused`` and ``plain``
         (calibrate.run_model_from_the_page): (lines it printed, the same prices here), for the
         claim to judge."""
@@ -89,18 +97,23 @@ class UndoTiming:
                          "the model's plan: the claim's variants beside the calibration kernels that give "
                          "the model its rates)", timing.worker_listing(model_plan, "model_program.py"), lang="python",
                          beside=True)
+        evidence.excerpt("cost_model.py, the kernel cost model as it ran, whole, with the rates it reads from "
+                         "a timing run's calibration kernels and the readers it uses (calibrate.model_listing; "
+                         "the claim 'The time of undoing the pass, across programs' keeps the same file)",
+                         calibrate.model_listing(), lang="python", beside=True)
         evidence.excerpt(
-            "the model's runs from the page: in a folder of their own, model_timed.py saved as timed.py and "
-            "model_program.py as program.py, and "
-            "cost_model.py, the listing of the claim 'The time of undoing the pass, across programs'; "
-            "timed.py's output saved as run.json, the program's two optimized modules dumped with plain "
-            "jax, then cost_model.py prints each module's price (saved as prices.txt) and the last line "
+            "the model's runs from the page: in a folder of their own, with plain jax in a fresh virtual "
+            "environment, model_timed.py saved as timed.py, model_program.py as program.py, and "
+            "cost_model.py; timed.py's output saved as run.json, the program's two optimized modules "
+            "dumped with plain jax (as this claim dumps them, with XLA's default threading: they differ "
+            "from the timed compile's only in outer_dimension_partitions hints, which the model does not "
+            "read), then cost_model.py prints each module's price (saved as prices.txt) and the last line "
             "the measured extra time (the median of the rounds' paired differences, as statistic.py "
             "computes it), the model's (the unfused price less the fused one) and measured/model; this "
             "claim runs cost_model.py so on its first run's timings and its own dumps, and the prices "
             "printed are the first run's model, to the last bit",
-            timing.run_command("timed.py", "run.json") + "\n" + dump_commands([program]) + "\n"
-            + MODEL_FROM_THE_PAGE, lang="bash", fold=True)
+            install_command() + "\n" + timing.run_command("timed.py", "run.json") + "\n"
+            + dump_commands([program]) + "\n" + MODEL_FROM_THE_PAGE, lang="bash", fold=True)
         return out
 
     def record_listings(self, evidence, label: str, *, at_least: float, aa_limit: float) -> None:

@@ -138,11 +138,18 @@ def test_an_undo_timing_gives_the_models_runs_from_the_page(monkeypatch, tmp_pat
     assert t.record_model_from_the_page(ev, tmp_path, "softmax", dump("f.txt"), dump("u.txt")) == (["a"], ["a"])
     # cost_model.py is run on the first run's timings and the claim's two dumps
     assert seen == [(tmp_path, "run 1", ["f.txt", "u.txt"])]
-    program, worker, commands = _items(ev, "excerpt")
+    program, worker, model, commands = _items(ev, "excerpt")
     assert program["title"].startswith("model_program.py") and worker["title"].startswith("model_timed.py")
     assert "def softmax(" in program["text"] and "def k_mul_chain(" in program["text"]
     assert repr(model_plan.variants[FUSED]) in worker["text"] and "'pytest_dumpref.xla.calibrate:k_mul_chain'" in worker["text"]
+    # the files a reader saves are kept beside the write-up, the model's listing with them
+    assert program["beside"] and worker["beside"] and model["beside"]
+    assert model["title"].startswith("cost_model.py") and model["text"] == fusion_timing.calibrate.model_listing()
+    import jax
     lines = commands["text"].splitlines()
+    assert lines[0] == ("python3 -m venv venv && . venv/bin/activate && "
+                        f"pip install jax=={jax.__version__} jaxlib=={jax.__version__} numpy")
+    lines = lines[1:]
     assert lines[0] == timing.run_command("timed.py", "run.json")
     assert [x.split('"')[1] for x in lines[1:3]] == ["--xla_dump_to=dump/softmax/fused",
                                                      "--xla_dump_to=dump/softmax/unfused --xla_disable_hlo_passes=fusion"]
