@@ -3,7 +3,8 @@
 
 ``calibrate`` measures this machine's rates (``calibrate.py``) and saves them; ``cost`` prices
 the optimized modules XLA:CPU dumps (``XLA_FLAGS=--xla_dump_to=DIR`` is enough: the module,
-its ``-buffer-assignment.txt`` and each kernel's optimized LLVM IR) with ``cost_model.py``.  A
+its ``-buffer-assignment.txt`` and each kernel's optimized LLVM IR or object file, which
+``kernel_code.py`` reads) with ``cost_model.py``.  A
 PATH is an optimized module or a dump folder (each ``*.cpu_after_optimizations.txt`` in it).
 Each error is one line on stderr naming the file (with ``--json``, one JSON object with
 "error" on stdout instead), and the exit code is then 2, never a traceback.
