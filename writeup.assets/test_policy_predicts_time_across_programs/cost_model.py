@@ -2329,6 +2329,9 @@ FILE_FORMAT = re.compile(r"^(.*\S):\s+file format (\S+)\s*$")
 
 OPERAND = re.compile(r"[^,(]*\([^)]*\)|[^,]+")
 
+class KernelCodeError(ValueError):
+    """A kernel's object file the disassembler could not read; the message names the file."""
+
 def _module_prefix(path: Path) -> str:
     return path.name.split(".cpu_after_optimizations")[0] + "."
 
@@ -2416,20 +2419,22 @@ def packed_accesses(disassembly: str) -> dict:
 def object_accesses(objects: dict) -> dict:
     """kernel name -> vector access (the module's docstring) from the object files ``objects``
     (kernel name -> path), disassembled in one call; {} where they cannot be read here
-    (``unread_why``)."""
+    (``unread_why``).  Raises KernelCodeError, naming the file, where the disassembler fails on
+    one (``cost`` then reports it as bad input, never a traceback)."""
     if not objects or unread_why(objects.values()):
         return {}
     tool = disassembler()
     done = subprocess.run([str(tool), "-d", "--no-show-raw-insn", *map(str, objects.values())],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{tool} -d failed on {sorted(map(str, objects.values()))[0]}: {done.stderr.strip()[-500:]}")
+        raise KernelCodeError(f"{tool} -d failed on {sorted(map(str, objects.values()))[0]}: "
+                              f"{done.stderr.strip()[-500:]}")
     counts = packed_accesses(done.stdout)
     access = {}
     for name, f in objects.items():
         loads, stores = counts.get(str(f), (None, None))
         if loads is None:
-            raise RuntimeError(f"{tool} -d printed no disassembly of {f}")
+            raise KernelCodeError(f"{tool} -d printed no disassembly of {f}")
         access[name] = "loads" if loads else ("stores" if stores else "none")
     return access
 
