@@ -261,14 +261,21 @@ def test_a_class_the_calibration_could_not_measure_is_refused_with_its_reason(so
     assert Rates.from_json(rates.to_json()).unmeasured == {"reduce": why}
 
 
+def _accesses_or_skip(path) -> dict:
+    """kernel_code.vector_accesses of a dump, or the test skipped with why its code is not read here."""
+    access = kernel_code.vector_accesses(path)
+    if not access:
+        pytest.skip(f"the kernels' code is not read here: {kernel_code.unread_why(kernel_code.kernel_objects(path).values())}")
+    return access
+
+
 def test_a_loop_llvm_left_scalar_costs_its_iterations_and_its_operations_at_scalar_rates(tmp_path_factory):
     # pad(tanh(x)): the tanh inside the pad's bounds test, and LLVM leaves the loop scalar (its
     # code, dumped beside the module, moves no vector); tanh(x) + 0.5 is vectorised
     padded = _dump(tmp_path_factory, examples.pad_tanh, [X], None, "pad-tanh")
     plain = _dump(tmp_path_factory, lambda x: jnp.tanh(x) + 0.5, [X], None, "tanh-add")
     (loop,) = _analyse(padded).kernels
-    if not kernel_code.vector_accesses(padded):
-        pytest.skip(f"the kernels' code is not read here: {kernel_code.unread_why(kernel_code.kernel_objects(padded).values())}")
+    _accesses_or_skip(padded)
     # what is scalar is read from the code this XLA made, on every version
     assert kernel_code.scalar_kernels(padded) == {loop.name}
     assert set(kernel_code.vector_accesses(plain)) and not kernel_code.scalar_kernels(plain)
@@ -297,9 +304,7 @@ def test_a_pad_of_the_rows_is_a_scalar_loop_though_its_padding_rows_are_vectors(
     # broadcast of 3 beside it loads no vector either, but reads one element, not the array:
     # it stays vectorised
     path = _dump(tmp_path_factory, examples.pad_tanh, [X], UNFUSED, "pad-tanh-unfused")
-    access = kernel_code.vector_accesses(path)
-    if not access:
-        pytest.skip(f"the kernels' code is not read here: {kernel_code.unread_why(kernel_code.kernel_objects(path).values())}")
+    access = _accesses_or_skip(path)
     pad = next(n for n in access if n.startswith("wrapped_pad"))
     broadcast = next(n for n in access if n.startswith("wrapped_broadcast"))
     assert access == {pad: "stores", broadcast: "stores"}
