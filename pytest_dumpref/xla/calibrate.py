@@ -48,9 +48,10 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   ``cost_model.ONE_OP_KINDS`` (a negate or a floor; a select; a compare: ``ONE_OP_KIND_ARGS``);
   the same chain over rows of ``ROW + RAGGED_EXTRA`` floats, not a whole number of the loop's
   tiles, gives what such rows add to an element (``cost_model.RAGGED``);
-  and the operations of ``cost_model.ALONE`` (exp, tanh, divide, sqrt, a transposing copy)
-  alone, each in such a kernel (the copy compiled without the fusion pass, as the unfused
-  programs' ``wrapped_copy`` is), as the compute classes are measured (``<class> (one-op loop)``).
+  and the operations of ``cost_model.ALONE`` alone, each in such a kernel (``<class> (one-op
+  loop)``): exp, tanh, divide and sqrt on chains of their own in the level 2, as the floors
+  (``k_exp_chain`` says why), and a transposing copy (compiled without the fusion pass, as
+  the unfused programs' ``wrapped_copy`` is) as the compute classes are measured.
 * **the same speed for every kernel**: the plan spreads each kernel's calls of a round over
   ``passes`` passes through the round (``timing.TimingPlan.passes``; the worker says why:
   this machine's vector units run at two speeds, in stretches longer than ten calls).
@@ -99,6 +100,9 @@ CHAIN = 16
 # is off: with it, XLA emits x.T as a transpose_copy_fusion of two instructions (a loop
 # fusion), which the unfused programs' wrapped_copy is not.
 ALONE_OPTIONS = {"transpose": {"xla_disable_hlo_passes": "fusion"}}
+# The operations alone measured on chains in the level 2 (k_exp_chain: why); the transposing
+# copy's rate is its cost across rows, which it pays only on arrays larger than the level 2
+ALONE_CHAINS = tuple(c for c in cost_model.ALONE if c != "transpose")
 SMALL_DISTANCE = 2 ** 20              # the L2 of one core on the machines seen (1 MiB)
 
 
@@ -235,18 +239,49 @@ def k_exp_alone(x):
     return jnp.exp(x)
 
 
-def k_tanh_alone(x):
+# The operations of cost_model.ALONE but the transposing copy, each as a chain of ONE_OP_CHAIN
+# one-op kernels a call (compiled without the fusion pass) over ONE_OP_ROWS, every buffer in
+# the level 2, as the one-op floors are: the slope is then the operation's kernel alone, its
+# memory left to the memory term.  Until 2026-12-07 the rate was the slope of one such kernel
+# between 128 and 1,024 rows, which holds its traffic in the level 3 where the operation does
+# not hide it: on an AMD EPYC a divide cost 242 ps an element so in a calibration (jaxlib
+# 0.10.2; 144 in a plain loop of calls) and 145 in the level-2 chain; on jaxlib 0.12.0.1, 190
+# (157) and 110, where the unfused programs' wrapped_divide over f32[1024, 1024] ran 109-124
+# us (perf, in a run of the claim across programs) and the slope priced it at 216.  exp, tanh
+# and sqrt cost the same either way (in a plain loop on 0.10.2: 392 ps an element in the
+# chain and 394 as the slope, 342 and 346, 175 and 175), as operations that hide their memory.
+
+def k_exp_chain(x):
+    # exp(exp(x)) overflows to inf after a few links: XLA's exp clamps its argument and runs
+    # the same instructions for any value (a chain of exp(-x), whose values stay finite, less
+    # its negates, cost the same: 391 and 392 ps an element)
     import jax.numpy as jnp
-    return jnp.tanh(x)
+    for _ in range(ONE_OP_CHAIN):
+        x = jnp.exp(x)
+    return x
 
 
-def k_divide_alone(x, y):
-    return x / y
-
-
-def k_sqrt_alone(x):
+def k_tanh_chain(x):
     import jax.numpy as jnp
-    return jnp.sqrt(x)                        # NaN for negative x, at the same speed
+    for _ in range(ONE_OP_CHAIN):
+        x = jnp.tanh(x)
+    return x
+
+
+def k_divide_chain(x, y):
+    # Compiled without algsimp too, which makes (x / y) / y a division by y * y: one divide
+    # and fifteen multiplies.  Standard normal y: sixteen divisions move |x| by e^10 or so,
+    # far from overflow and denormals.
+    for _ in range(ONE_OP_CHAIN):
+        x = x / y
+    return x
+
+
+def k_sqrt_chain(x):
+    import jax.numpy as jnp
+    for _ in range(ONE_OP_CHAIN):
+        x = jnp.sqrt(x)                       # NaN for negative x, at the same speed
+    return x
 
 
 def k_transpose(x, y):
@@ -355,9 +390,7 @@ def _variants() -> dict:
                            ("integer", (("int32", (rows, ROW)),) * 2), ("rowsum", (c,)), ("colsum", (c,)),
                            ("transpose", (c, (F32, (ROW, rows))))):
             v[f"compute {name}{suffix}"] = (f"k_{name}", args, {})
-        for name in cost_model.ALONE:
-            v[f"compute {name} alone{suffix}"] = (f"k_{name}_alone", ((c, c) if name == "divide" else (c,)),
-                                                  ALONE_OPTIONS.get(name, {}))
+        v[f"compute transpose alone{suffix}"] = ("k_transpose_alone", (c,), ALONE_OPTIONS["transpose"])
         for name in SCALAR_KERNELS:
             v[f"compute {name} scalar{suffix}"] = (f"k_{name}_scalar", _scalar_args(name, rows), {})
     for name in ("rowsum", "colsum"):
@@ -369,6 +402,9 @@ def _variants() -> dict:
         for kind, dtypes in ONE_OP_KIND_ARGS.items():
             v[f"one-op {kind} {r}"] = (f"k_{kind}_chain", tuple((t, (r, ROW)) for t in dtypes),
                                        {"xla_disable_hlo_passes": "fusion"})
+        for cls in ALONE_CHAINS:
+            v[f"one-op {cls} alone {r}"] = (f"k_{cls}_chain", ((F32, (r, ROW)),) * (2 if cls == "divide" else 1),
+                                            {"xla_disable_hlo_passes": "fusion,algsimp" if cls == "divide" else "fusion"})
     v["compute dot"] = ("k_dot", ((F32, (512, 512)), (F32, (512, 512))), {})
     v["compute conv"] = ("k_conv", ((F32, (4, 32, 32, 64)), (F32, (3, 3, 64, 64))), {})
     return v
@@ -514,14 +550,13 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
         if counts.get(cls, 0) <= 0:
             raise RuntimeError(f"calibration kernel for {cls!r} has no {cls} operation: {counts}")
         compute[cls] = max(body - others, 1e-12) / counts[cls]
-    # an operation alone in a one-op loop kernel, the same slope (the kernels hold nothing else)
-    for cls in cost_model.ALONE:
-        small = f"compute {cls} alone"
-        cs, cl = census(small), census(f"{small} {COMPUTE_ROWS_LARGE}")
-        n = cl.get(cls, 0) - cs.get(cls, 0)
-        if n <= 0:
-            raise RuntimeError(f"calibration kernel for {cls!r} alone has no {cls} operation: {cl}")
-        compute[cost_model.alone(cls)] = max(med[f"{small} {COMPUTE_ROWS_LARGE}"] - med[small], 1e-12) / n
+    # a transposing copy alone in a one-op loop kernel, the same slope (the kernel holds nothing else)
+    small = "compute transpose alone"
+    cs, cl = census(small), census(f"{small} {COMPUTE_ROWS_LARGE}")
+    n = cl.get("transpose", 0) - cs.get("transpose", 0)
+    if n <= 0:
+        raise RuntimeError(f"calibration kernel for 'transpose' alone has no transpose operation: {cl}")
+    compute[cost_model.alone("transpose")] = max(med[f"{small} {COMPUTE_ROWS_LARGE}"] - med[small], 1e-12) / n
     # an operation in a loop LLVM left scalar, the same slope, where this XLA leaves the
     # calibration kernel scalar (its IR, from a compile of calibrate's own)
     def iterations_of(name):
@@ -587,6 +622,14 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
         others = sum((cl.get(o, 0.0) - cs.get(o, 0.0)) * compute[cost_model.one_op_floor(o)] for o in set(cl) | set(cs)
                      if o != kind)
         compute[cost_model.one_op_floor(kind)] = max(fastest[large] - fastest[small] - others, 1e-12) / n
+    # the other operations alone: their chains in the level 2 (k_exp_chain), as the floors
+    for cls in ALONE_CHAINS:
+        small, large = (f"one-op {cls} alone {r}" for r in ONE_OP_ROWS)
+        n = census(large).get(cls, 0) - census(small).get(cls, 0)
+        if n != ONE_OP_CHAIN * (ONE_OP_ROWS[1] - ONE_OP_ROWS[0]) * ROW:
+            raise RuntimeError(f"calibration: the chain of {cls} compiled to other than {ONE_OP_CHAIN} one-op "
+                               f"kernels of {cls} a call ({census(large)})")
+        compute[cost_model.alone(cls)] = max(fastest[large] - fastest[small], 1e-12) / n
     base.compute = compute
     return base
 

@@ -294,7 +294,9 @@ def one_op_kind(inst: Instruction) -> str:
 # instructions, and an exp alone cost 1.3 times what an exp beside an add did (module
 # docstring).  Not log and rsqrt: alone, their cost depends on the input's sign (on standard
 # normal input, half of it negative, 1.9 and 2.6 ns an element on an Intel Xeon, where on
-# |x| beside an add 0.70 and 0.52), which a model of operation classes cannot see.
+# |x| beside an add 0.70 and 0.52), which a model of operation classes cannot see.  Their rate
+# is the operation's kernel without its memory (calibrate's chains in the level 2), which the
+# p-norm then meets as every one-op kernel's floor.
 ALONE = ("exp", "tanh", "divide", "sqrt", "transpose")
 
 

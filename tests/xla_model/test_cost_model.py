@@ -480,6 +480,27 @@ def test_each_kind_of_one_op_floor_is_measured_on_a_chain_of_its_kernels(kind):
     assert cost_model.one_op_floor(kind) in cost_model.OP_CLASSES
 
 
+@pytest.mark.parametrize("cls", calibrate.ALONE_CHAINS)
+def test_each_operation_alone_is_measured_on_a_chain_of_its_kernels_in_the_level_2(cls):
+    """exp, tanh, divide and sqrt alone: ONE_OP_CHAIN one-op kernels of the operation a call
+    (without the fusion pass; the divide's without algsimp too, which makes (x / y) / y one
+    divide by y * y), over arrays that stay in the level 2, so that the slope is the
+    operation's kernel without its memory; the transposing copy keeps its slope over
+    arrays larger than the level 2."""
+    import jax
+    for r in calibrate.ONE_OP_ROWS:
+        prog, args, options = calibrate._variants()[f"one-op {cls} alone {r}"]
+        hlo = jax.jit(getattr(calibrate, prog)).lower(*(np.ones(s, t) for t, s in args)).compile(
+            compiler_options=options).as_text()
+        kernels = calibrate._census(hlo).kernels
+        assert len(kernels) == calibrate.ONE_OP_CHAIN
+        assert all(k.one_op == r * 1024 and k.ops == {cls: r * 1024} for k in kernels), [k.ops for k in kernels]
+        assert 4 * r * 1024 * len(args) * 2 <= 2 ** 20          # inputs and two temporaries: half the level 2
+    assert cost_model.alone(cls) in cost_model.OP_CLASSES
+    assert "compute transpose alone" in calibrate._variants()
+    assert not [n for n in calibrate._variants() if n.startswith(f"compute {cls} alone")]
+
+
 def test_a_slow_mode_of_a_floor_chain_does_not_move_its_floor():
     """A chain in the level 2 ran in a slow mode for most of a run (the x * y chain at 64 rows,
     237-240 us in 17 of 20 rounds where it ran 157 in the others): the floors are the slope of
@@ -497,9 +518,23 @@ def test_a_slow_mode_of_a_floor_chain_does_not_move_its_floor():
         fast = s.index(min(s))
         slowed.variants[name].samples = [x if i == fast else 1.5 * x for i, x in enumerate(s)]
         assert slowed.variants[name].median > 1.2 * run.variants[name].median   # the medians moved
+    for cls in calibrate.ALONE_CHAINS:
+        s = slowed.variants[f"one-op {cls} alone {calibrate.ONE_OP_ROWS[1]}"].samples
+        fast = s.index(min(s))
+        s[:] = [x if i == fast else 1.5 * x for i, x in enumerate(s)]
     after = calibrate.rates_from(slowed).compute
     floors = [cost_model.one_op_floor(k) for k in ("",) + cost_model.ONE_OP_KINDS]
+    floors += [cost_model.alone(c) for c in calibrate.ALONE_CHAINS]
     assert [after[f] for f in floors] == [before[f] for f in floors]
+    # a divide chain that algsimp rewrote (one divide, fifteen multiplies) is refused by name,
+    # not priced as sixteen divides
+    import jax
+    large = f"one-op divide alone {calibrate.ONE_OP_ROWS[1]}"
+    prog, args, _ = calibrate._variants()[large]
+    slowed.variants[large].hlo_text = jax.jit(getattr(calibrate, prog)).lower(
+        *(np.ones(s, t) for t, s in args)).compile(compiler_options={"xla_disable_hlo_passes": "fusion"}).as_text()
+    with pytest.raises(RuntimeError, match=r"chain of divide compiled to other than 16 one-op kernels"):
+        calibrate.rates_from(slowed)
 
 
 def test_a_one_op_kernel_takes_the_floor_of_its_kind(tmp_path_factory):
