@@ -72,7 +72,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import cost_model
-from .kernel_code import kernel_objects, scalar_kernels, unread_why, vector_accesses
+from .kernel_code import facts, kernel_objects, scalar_kernels, unread_why, vector_accesses
 
 F32 = "float32"
 ME = "pytest_dumpref.xla.calibrate"
@@ -817,7 +817,7 @@ def price_files(run_json: dict, files) -> list:
     timing run's calibration kernels; a file the model cannot price raises CostModelError."""
     rates = run_rates(run_json)
     return [(str(f), cost_model.predict_text(*read_optimized(f), rates, source=str(f),
-                                             scalar_kernels=scalar_kernels(f)).total_s) for f in files]
+                                             **facts(f)).total_s) for f in files]
 
 
 def model_main(argv=None) -> int:
@@ -834,7 +834,7 @@ def model_main(argv=None) -> int:
     for name in args[1:]:
         try:
             seconds = cost_model.predict_text(*read_optimized(name), rates, source=name,
-                                              scalar_kernels=scalar_kernels(name)).total_s
+                                              **facts(name)).total_s
         except cost_model.CostModelError as e:
             refused += 1
             print(f"refused: {e}", file=sys.stderr)
@@ -874,7 +874,7 @@ def predict_dump(dump, rates) -> "cost_model.Prediction":
     """The model's prediction for a ``Dump`` (``xla/dump.py``): its optimized module and
     buffer assignment, at ``rates``."""
     return cost_model.predict_text(dump.optimized_text, dump.buffer_assignment, rates,
-                                   source=str(dump.files.optimized), scalar_kernels=scalar_kernels(dump.files.optimized))
+                                   source=str(dump.files.optimized), **facts(dump.files.optimized))
 
 
 def model_times(run, fused, plain):

@@ -165,7 +165,7 @@ def _price(f: Path, rates):
     raises ValueError (HloParseError, CostModelError, _Refused) or OSError."""
     _check_optimized(f)
     text, ba_text = cal.read_optimized(f)
-    program = cost_model.analyse(text, ba_text, source=str(f), scalar_kernels=kernel_code.scalar_kernels(f))
+    program = cost_model.analyse(text, ba_text, source=str(f), **kernel_code.facts(f))
     return cost_model.predict(program, rates), ba_text
 
 

@@ -5,8 +5,8 @@ library fusion, or a bare instruction) costs
 
     launch + max(memory, compute) + page faults
 
-(a one-op loop kernel: ``(memory ** ONE_OP_OVERLAP + compute ** ONE_OP_OVERLAP) **
-(1 / ONE_OP_OVERLAP)`` for the max) and a program costs one dispatch plus its kernels (the
+(a one-op loop kernel that copies its vectors through the stack: ``(memory ** ONE_OP_OVERLAP +
+compute ** ONE_OP_OVERLAP) ** (1 / ONE_OP_OVERLAP)`` for the max) and a program costs one dispatch plus its kernels (the
 first kernel's launch is part of the dispatch).  The rates come from ``calibrate.py``,
 measured with ``timing.py``'s pinned worker:
 
@@ -64,7 +64,14 @@ shared with other tenants; pinned single thread):
   0.061 in the other two (median measured/model 0.99 and 0.97; worst 0.28 and 0.20 where
   the larger of the two gave 0.52 and 0.41).  A multi-op loop fusion keeps the larger: in
   those runs the p-norm for every loop kernel moved the fused programs' median error by
-  under 0.02 either way, and the exp kernel above ran as its exps alone.
+  under 0.02 either way, and the exp kernel above ran as its exps alone.  And so does a
+  one-op kernel whose loop does not copy its vectors through the stack (jaxlib 0.12's:
+  ``kernel_code.lean_kernels``), the loop the p-norm was chosen for being jaxlib 0.10's, that
+  does.  In one run of the claim across programs on each (AMD EPYC, 2026-12-07), the p-norm
+  for jaxlib 0.12.0.1's one-op kernels priced the extra time above the measured (median
+  measured/model - 1 over the 29 programs -0.047; median |measured/model - 1| 0.118), the
+  larger of the two at the median (-0.004; 0.111); on jaxlib 0.10.2 the larger of the two
+  gave +0.204 and 0.204, the p-norm +0.050 and 0.059.
 * Reuse distance, not the array's size: the same ``x * y`` over two f32[1024, 1024] arrays
   took 179 us in one run and 241 us in another, 12 MiB touched a call, where the L3 is
   shared: the cost per byte rises steeply from about 8 MiB on (13 ps/B at 12 MiB, 17 at
@@ -464,6 +471,7 @@ class Kernel:
     ragged: bool = False          # and its rows are not a whole number of its loop's tiles (RAGGED)
     scalar: bool = False          # LLVM left its loop scalar: its IR holds no vector type
     elements: float = 0.0         # a loop kernel's output elements (a scalar loop's iterations)
+    lean: bool = False            # its code read, its loop copies no vector through the stack (ONE_OP_OVERLAP)
 
     @property
     def nbytes(self) -> float:
@@ -564,11 +572,12 @@ class _Buffers:
 
 
 def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source: str = "",
-            scalar_kernels: frozenset = frozenset()) -> ProgramCost:
+            scalar_kernels: frozenset = frozenset(), lean_kernels: frozenset = frozenset()) -> ProgramCost:
     """The kernels of an optimized module, their operation counts and their accesses with
     reuse distances (rate-independent: ``predict`` prices them).  ``scalar_kernels``: the loop
-    kernels LLVM left scalar (``kernel_code.scalar_kernels`` reads them from the code the dump
-    holds beside the module)."""
+    kernels LLVM left scalar; ``lean_kernels``: the one-op kernels whose loop does not copy its
+    vectors through the stack (``kernel_code.scalar_kernels`` and ``kernel_code.lean_kernels``
+    read both from the code the dump holds beside the module)."""
     module = parse_module(hlo_text, source=source or None)
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry
@@ -640,7 +649,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
         kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op, floor_kind, ragged,
                               scalar=kind == "loop" and inst.name in scalar_kernels,
-                              elements=elements if kind == "loop" else 0.0))
+                              elements=elements if kind == "loop" else 0.0, lean=inst.name in lean_kernels))
     _reuse_distances(kernels)
     return ProgramCost(module.name, kernels, refused, source)
 
@@ -905,14 +914,17 @@ class Prediction:
 # one round's within 0.6 %.
 AGE_ROUNDS = 2
 # The p of a one-op loop kernel's p-norm of memory and compute (module docstring): chosen on
-# one sampled run of the fusion study's programs, and held on two more.
+# one sampled run of the fusion study's programs, and held on two more.  Only a kernel whose
+# loop copies its vectors through the stack, as jaxlib 0.10's one-op kernels do, or whose code
+# was not read (kernel_code.lean_kernels); a lean one-op kernel takes the larger of the two, as
+# a loop fusion does.
 ONE_OP_OVERLAP = 3.0
 
 
 def _body(k: Kernel, memory: float, compute: float) -> float:
     """A kernel's time beside its launch and faults: the larger of memory and compute, or a
-    one-op loop kernel's p-norm of the two (ONE_OP_OVERLAP)."""
-    if k.one_op and not k.scalar:
+    one-op loop kernel's p-norm of the two (ONE_OP_OVERLAP) where it is not lean."""
+    if k.one_op and not k.scalar and not k.lean:
         return (memory ** ONE_OP_OVERLAP + compute ** ONE_OP_OVERLAP) ** (1.0 / ONE_OP_OVERLAP)
     return max(memory, compute)
 
@@ -966,9 +978,10 @@ def _price(program: ProgramCost, rates: Rates, ages: dict) -> list:
 
 
 def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "",
-                 scalar_kernels: frozenset = frozenset()) -> Prediction:
+                 scalar_kernels: frozenset = frozenset(), lean_kernels: frozenset = frozenset()) -> Prediction:
     """``analyse`` then ``predict``."""
-    return predict(analyse(hlo_text, buffer_assignment_text, source=source, scalar_kernels=scalar_kernels), rates)
+    return predict(analyse(hlo_text, buffer_assignment_text, source=source, scalar_kernels=scalar_kernels,
+                           lean_kernels=lean_kernels), rates)
 
 
 def compare(fused: Prediction, unfused: Prediction) -> dict:

@@ -31,9 +31,23 @@ calls it scalar, its code one packed load (cumsum_exp is a program the model ref
 its reduce-windows).  The scalar calibration kernels (``calibrate.k_*_scalar``) and the pad
 compile to the same instructions on jaxlib 0.10.2 and 0.12.0.1.
 
+The other emitter's kernels (``<module>.__compute_module_<kernel>``: the one-op kernels the
+fusion-wrapper makes, and some fused copies) are read for one thing, whether their loop
+**copies its vectors through the stack**: jaxlib 0.10's do, jaxlib 0.12's do not
+(``lean_kernels``).  On jaxlib 0.10.2 the loop of ``x * y`` saves the stack pointer, stores
+each 16-float block of one operand to the stack as one 64-byte vector, reads it back as two
+32-byte halves to multiply, stores the products to the stack as two halves and reads them
+back as one 64-byte vector to store them: 134 instructions, 15 of them writing ``%rsp``, and
+loads that the store buffer cannot forward (their sizes differ from the stores'), where
+jaxlib 0.12.0.1's loop is 42 instructions without a stack access.  IR: a call to
+``llvm.stackrestore``; object code: the stack pointer restored from a register other than
+the frame pointer (``mov %r12,%rsp``).  Of the 34 programs' dumps, 191 of the 226 such kernels
+on jaxlib 0.10.2 (the others: kernels of a few elements, iotas, scalar copies) and none of
+the 231 on 0.12.0.1 (2026-12-07).
+
 Object code of another architecture than x86-64, or with no disassembler on the ``PATH``, is
-not read (``unread_why`` says which): its kernels are called neither scalar nor vectorised.
-Nothing here imports jax or pytest.
+not read (``unread_why`` says which): its kernels are called neither scalar nor vectorised,
+nor lean.  Nothing here imports jax or pytest.
 """
 from __future__ import annotations
 
@@ -47,6 +61,9 @@ from .hlo import parse_module
 
 IR_TAIL = "_kernel_module.ir-with-opt.ll"
 OBJECT_TAIL = "_kernel_module.o"
+COMPUTE_MODULE = "__compute_module_"               # the other emitter's kernels' files
+STACK_RESTORE_IR = "@llvm.stackrestore"
+STACK_RESTORE = re.compile(r"^\s*[0-9a-f]+:\s+mov\s+%(?!rbp\b|rsp\b)[a-z0-9]+,%rsp\s*$", re.M)
 VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
 VECTOR_LOAD = re.compile(r"= load <\d+ x ")
 DISASSEMBLERS = ("objdump", "llvm-objdump") + tuple(f"llvm-objdump-{v}" for v in range(20, 13, -1))
@@ -163,20 +180,34 @@ def object_accesses(objects: dict) -> dict:
     one (``cost`` then reports it as bad input, never a traceback)."""
     if not objects or unread_why(objects.values()):
         return {}
+    access = {}
+    for name, text in _disassemble(objects).items():
+        loads, stores = packed_accesses(text).popitem()[1]
+        access[name] = "loads" if loads else ("stores" if stores else "none")
+    return access
+
+
+def _disassemble(objects: dict) -> dict:
+    """kernel name -> ``objdump -d`` text of its object file (``objects``: kernel name -> path),
+    all disassembled in one call; raises KernelCodeError naming a file it could not read."""
     tool = disassembler()
     done = subprocess.run([str(tool), "-d", "--no-show-raw-insn", *map(str, objects.values())],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise KernelCodeError(f"{tool} -d failed on {sorted(map(str, objects.values()))[0]}: "
                               f"{done.stderr.strip()[-500:]}")
-    counts = packed_accesses(done.stdout)
-    access = {}
-    for name, f in objects.items():
-        loads, stores = counts.get(str(f), (None, None))
-        if loads is None:
-            raise KernelCodeError(f"{tool} -d printed no disassembly of {f}")
-        access[name] = "loads" if loads else ("stores" if stores else "none")
-    return access
+    lines: dict = {}               # file -> its lines, from its "file format" line on
+    current: list | None = None
+    for line in done.stdout.splitlines():
+        head = FILE_FORMAT.match(line)
+        if head:
+            current = lines.setdefault(head.group(1), [])
+        if current is not None:
+            current.append(line)
+    missing = [str(f) for f in objects.values() if str(f) not in lines]
+    if missing:
+        raise KernelCodeError(f"{tool} -d printed no disassembly of {missing[0]}")
+    return {name: "\n".join(lines[str(f)]) for name, f in objects.items()}
 
 
 def vector_accesses(path) -> dict:
@@ -209,3 +240,38 @@ def scalar_kernels(path) -> frozenset:
             if any(not s.is_tuple and 2 * s.element_count >= inst.shape.element_count for s in sizes):
                 scalar.add(name)
     return frozenset(scalar)
+
+
+def compute_module_code(path) -> dict:
+    """kernel name -> the code of each kernel of the other emitter (``__compute_module_``) of
+    the optimized module ``path``: its optimized IR where dumped
+    (``<module>.__compute_module_<kernel>.ir-with-opt.ll``), else its object file
+    (``<module>.obj-file.__compute_module_<kernel>.o``)."""
+    path = Path(path)
+    prefix = _module_prefix(path)
+    found = {}
+    for head, tail in ((f"{prefix}obj-file.{COMPUTE_MODULE}", ".o"), (f"{prefix}{COMPUTE_MODULE}", ".ir-with-opt.ll")):
+        found.update({f.name[len(head):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(head)}*{tail}")})
+    return found
+
+
+def lean_kernels(path) -> frozenset:
+    """The other emitter's kernels of the optimized module ``path`` whose code was read and
+    does not copy its vectors through the stack (the module's docstring).  A kernel whose
+    code is not read here (``unread_why``) is not among them."""
+    code = compute_module_code(path)
+    irs = {name: f for name, f in code.items() if f.suffix == ".ll"}
+    lean = {name for name, f in irs.items() if STACK_RESTORE_IR not in f.read_text()}
+    objects = {name: f for name, f in code.items() if name not in irs}
+    if objects and not unread_why(objects.values()):
+        for name, text in _disassemble(objects).items():
+            if not STACK_RESTORE.search(text):
+                lean.add(name)
+    return frozenset(lean)
+
+
+def facts(path) -> dict:
+    """What the code dumped beside the optimized module ``path`` tells the cost model, as the
+    keyword arguments of ``cost_model.analyse`` and ``cost_model.predict_text``: its scalar
+    loop kernels and its lean one-op kernels."""
+    return {"scalar_kernels": scalar_kernels(path), "lean_kernels": lean_kernels(path)}

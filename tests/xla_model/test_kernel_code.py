@@ -128,3 +128,52 @@ def test_a_module_whose_kernels_code_is_missing_has_no_scalar_kernel(tmp_path_fa
             os.remove(f)
     path = next(d.glob("*.cpu_after_optimizations.txt"))
     assert kernel_code.vector_accesses(path) == {} and kernel_code.scalar_kernels(path) == frozenset()
+
+
+# ---- the other emitter's kernels: do they copy their vectors through the stack? ------------
+
+def _jaxlib() -> tuple:
+    import jaxlib
+    return tuple(int(p) for p in jaxlib.__version__.split(".")[:2])
+
+
+def test_a_one_op_kernel_is_lean_where_its_loop_copies_no_vector_through_the_stack(tmp_path_factory):
+    """x * y unfused is the fusion-wrapper's one-op kernel (``__compute_module_wrapped_multiply``):
+    jaxlib 0.10's loop saves and restores the stack pointer to copy its vectors through the
+    stack, jaxlib 0.12's does not; the IR (where dumped) and the object code say the same, and
+    facts() hands the model both of what the code says."""
+    d = tmp_path_factory.mktemp("one-op-multiply")
+    calibrate.dump_optimized(lambda a, b: a * b, [X, X], d, UNFUSED)
+    path = next(d.glob("*.cpu_after_optimizations.txt"))
+    code = kernel_code.compute_module_code(path)
+    assert list(code) == ["wrapped_multiply"]
+    objects = {n: f for n, f in code.items() if f.suffix == ".o"} or {
+        "wrapped_multiply": next(d.glob(f"*obj-file.{kernel_code.COMPUTE_MODULE}wrapped_multiply.o"))}
+    if why := kernel_code.unread_why(objects.values()):
+        pytest.skip(why)
+    lean = kernel_code.lean_kernels(path)
+    assert lean == (frozenset({"wrapped_multiply"}) if _jaxlib() >= (0, 12) else frozenset())
+    if code["wrapped_multiply"].suffix == ".ll":      # jaxlib 0.10: the object code, read alone, agrees
+        restores = kernel_code.STACK_RESTORE.search(kernel_code._disassemble(objects)["wrapped_multiply"])
+        assert (restores is None) == ("wrapped_multiply" in lean)
+    assert kernel_code.facts(path) == {"scalar_kernels": kernel_code.scalar_kernels(path), "lean_kernels": lean}
+
+
+def test_the_stack_pointer_restored_from_a_register_is_a_stack_copy_and_a_frame_is_not():
+    restore = ["  f3:\tmov    %r12,%rsp", "  10:      \tmov\t%rax,%rsp"]
+    frame = ["  0:\tsub    $0x40,%rsp", "  25d:\tlea    -0x28(%rbp),%rsp", "  26:\tmov    %rbp,%rsp",
+             "  a7:\tmov    %rsp,%r12", "  ce:\tlea    -0x40(%rsi),%rsp"]
+    for line in restore:
+        assert kernel_code.STACK_RESTORE.search(line.replace("\t", " ")), line
+    for line in frame:
+        assert not kernel_code.STACK_RESTORE.search(line.replace("\t", " ")), line
+
+
+def test_a_kernel_whose_code_is_not_read_is_not_lean(tmp_path_factory, monkeypatch):
+    d = tmp_path_factory.mktemp("one-op-stripped")
+    calibrate.dump_optimized(lambda a, b: a * b, [X, X], d, UNFUSED)
+    path = next(d.glob("*.cpu_after_optimizations.txt"))
+    monkeypatch.setenv("PATH", str(d / "nothing-here"))          # no disassembler
+    for f in d.glob(f"*{kernel_code.COMPUTE_MODULE}*.ll"):
+        os.remove(f)
+    assert kernel_code.compute_module_code(path) and kernel_code.lean_kernels(path) == frozenset()
