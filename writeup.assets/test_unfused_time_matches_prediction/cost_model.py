@@ -1660,7 +1660,9 @@ def one_op_kind(inst: Instruction) -> str:
 # instructions, and an exp alone cost 1.3 times what an exp beside an add did (module
 # docstring).  Not log and rsqrt: alone, their cost depends on the input's sign (on standard
 # normal input, half of it negative, 1.9 and 2.6 ns an element on an Intel Xeon, where on
-# |x| beside an add 0.70 and 0.52), which a model of operation classes cannot see.
+# |x| beside an add 0.70 and 0.52), which a model of operation classes cannot see.  Their rate
+# is the operation's kernel without its memory (calibrate's chains in the level 2), which the
+# p-norm then meets as every one-op kernel's floor.
 ALONE = ("exp", "tanh", "divide", "sqrt", "transpose")
 
 def alone(cls: str) -> str:
@@ -1813,6 +1815,7 @@ class Kernel:
     ragged: bool = False          # and its rows are not a whole number of its loop's tiles (RAGGED)
     scalar: bool = False          # LLVM left its loop scalar: its IR holds no vector type
     elements: float = 0.0         # a loop kernel's output elements (a scalar loop's iterations)
+    lean: bool = False            # its code read, its loop copies no vector through the stack (ONE_OP_OVERLAP)
 
     @property
     def nbytes(self) -> float:
@@ -1910,11 +1913,12 @@ class _Buffers:
         return self.bounds[segment[0]][-1]
 
 def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source: str = "",
-            scalar_kernels: frozenset = frozenset()) -> ProgramCost:
+            scalar_kernels: frozenset = frozenset(), lean_kernels: frozenset = frozenset()) -> ProgramCost:
     """The kernels of an optimized module, their operation counts and their accesses with
     reuse distances (rate-independent: ``predict`` prices them).  ``scalar_kernels``: the loop
-    kernels LLVM left scalar (``kernel_code.scalar_kernels`` reads them from the code the dump
-    holds beside the module)."""
+    kernels LLVM left scalar; ``lean_kernels``: the one-op kernels whose loop does not copy its
+    vectors through the stack (``kernel_code.scalar_kernels`` and ``kernel_code.lean_kernels``
+    read both from the code the dump holds beside the module)."""
     module = parse_module(hlo_text, source=source or None)
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry
@@ -1986,7 +1990,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
         elements = float(sum(t.element_count for t in shape.tuple_shapes) if shape.is_tuple else shape.element_count)
         kernels.append(Kernel(inst.name, op, kind, ops, unknown, accesses, pages, one_op, floor_kind, ragged,
                               scalar=kind == "loop" and inst.name in scalar_kernels,
-                              elements=elements if kind == "loop" else 0.0))
+                              elements=elements if kind == "loop" else 0.0, lean=inst.name in lean_kernels))
     _reuse_distances(kernels)
     return ProgramCost(module.name, kernels, refused, source)
 
@@ -2243,13 +2247,16 @@ class Prediction:
 AGE_ROUNDS = 2
 
 # The p of a one-op loop kernel's p-norm of memory and compute (module docstring): chosen on
-# one sampled run of the fusion study's programs, and held on two more.
+# one sampled run of the fusion study's programs, and held on two more.  Only a kernel whose
+# loop copies its vectors through the stack, as jaxlib 0.10's one-op kernels do, or whose code
+# was not read (kernel_code.lean_kernels); a lean one-op kernel takes the larger of the two, as
+# a loop fusion does.
 ONE_OP_OVERLAP = 3.0
 
 def _body(k: Kernel, memory: float, compute: float) -> float:
     """A kernel's time beside its launch and faults: the larger of memory and compute, or a
-    one-op loop kernel's p-norm of the two (ONE_OP_OVERLAP)."""
-    if k.one_op and not k.scalar:
+    one-op loop kernel's p-norm of the two (ONE_OP_OVERLAP) where it is not lean."""
+    if k.one_op and not k.scalar and not k.lean:
         return (memory ** ONE_OP_OVERLAP + compute ** ONE_OP_OVERLAP) ** (1.0 / ONE_OP_OVERLAP)
     return max(memory, compute)
 
@@ -2299,9 +2306,10 @@ def _price(program: ProgramCost, rates: Rates, ages: dict) -> list:
     return times
 
 def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates, *, source: str = "",
-                 scalar_kernels: frozenset = frozenset()) -> Prediction:
+                 scalar_kernels: frozenset = frozenset(), lean_kernels: frozenset = frozenset()) -> Prediction:
     """``analyse`` then ``predict``."""
-    return predict(analyse(hlo_text, buffer_assignment_text, source=source, scalar_kernels=scalar_kernels), rates)
+    return predict(analyse(hlo_text, buffer_assignment_text, source=source, scalar_kernels=scalar_kernels,
+                           lean_kernels=lean_kernels), rates)
 
 
 # ---- from pytest_dumpref/xla/kernel_code.py -----------------------------------------------
@@ -2309,6 +2317,12 @@ def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates
 IR_TAIL = "_kernel_module.ir-with-opt.ll"
 
 OBJECT_TAIL = "_kernel_module.o"
+
+COMPUTE_MODULE = "__compute_module_"               # the other emitter's kernels' files
+
+STACK_RESTORE_IR = "@llvm.stackrestore"
+
+STACK_RESTORE = re.compile(r"^\s*[0-9a-f]+:\s+mov\s+%(?!rbp\b|rsp\b)[a-z0-9]+,%rsp\s*$", re.M)
 
 VECTOR_TYPE = re.compile(r"<\d+ x (?:float|double|half|bfloat|i\d+)>")
 
@@ -2423,20 +2437,33 @@ def object_accesses(objects: dict) -> dict:
     one (``cost`` then reports it as bad input, never a traceback)."""
     if not objects or unread_why(objects.values()):
         return {}
+    access = {}
+    for name, text in _disassemble(objects).items():
+        loads, stores = packed_accesses(text).popitem()[1]
+        access[name] = "loads" if loads else ("stores" if stores else "none")
+    return access
+
+def _disassemble(objects: dict) -> dict:
+    """kernel name -> ``objdump -d`` text of its object file (``objects``: kernel name -> path),
+    all disassembled in one call; raises KernelCodeError naming a file it could not read."""
     tool = disassembler()
     done = subprocess.run([str(tool), "-d", "--no-show-raw-insn", *map(str, objects.values())],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise KernelCodeError(f"{tool} -d failed on {sorted(map(str, objects.values()))[0]}: "
                               f"{done.stderr.strip()[-500:]}")
-    counts = packed_accesses(done.stdout)
-    access = {}
-    for name, f in objects.items():
-        loads, stores = counts.get(str(f), (None, None))
-        if loads is None:
-            raise KernelCodeError(f"{tool} -d printed no disassembly of {f}")
-        access[name] = "loads" if loads else ("stores" if stores else "none")
-    return access
+    lines: dict = {}               # file -> its lines, from its "file format" line on
+    current: list | None = None
+    for line in done.stdout.splitlines():
+        head = FILE_FORMAT.match(line)
+        if head:
+            current = lines.setdefault(head.group(1), [])
+        if current is not None:
+            current.append(line)
+    missing = [str(f) for f in objects.values() if str(f) not in lines]
+    if missing:
+        raise KernelCodeError(f"{tool} -d printed no disassembly of {missing[0]}")
+    return {name: "\n".join(lines[str(f)]) for name, f in objects.items()}
 
 def vector_accesses(path) -> dict:
     """kernel name -> vector access of each loop kernel of the optimized module ``path``:
@@ -2467,6 +2494,38 @@ def scalar_kernels(path) -> frozenset:
             if any(not s.is_tuple and 2 * s.element_count >= inst.shape.element_count for s in sizes):
                 scalar.add(name)
     return frozenset(scalar)
+
+def compute_module_code(path) -> dict:
+    """kernel name -> the code of each kernel of the other emitter (``__compute_module_``) of
+    the optimized module ``path``: its optimized IR where dumped
+    (``<module>.__compute_module_<kernel>.ir-with-opt.ll``), else its object file
+    (``<module>.obj-file.__compute_module_<kernel>.o``)."""
+    path = Path(path)
+    prefix = _module_prefix(path)
+    found = {}
+    for head, tail in ((f"{prefix}obj-file.{COMPUTE_MODULE}", ".o"), (f"{prefix}{COMPUTE_MODULE}", ".ir-with-opt.ll")):
+        found.update({f.name[len(head):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(head)}*{tail}")})
+    return found
+
+def lean_kernels(path) -> frozenset:
+    """The other emitter's kernels of the optimized module ``path`` whose code was read and
+    does not copy its vectors through the stack (the module's docstring).  A kernel whose
+    code is not read here (``unread_why``) is not among them."""
+    code = compute_module_code(path)
+    irs = {name: f for name, f in code.items() if f.suffix == ".ll"}
+    lean = {name for name, f in irs.items() if STACK_RESTORE_IR not in f.read_text()}
+    objects = {name: f for name, f in code.items() if name not in irs}
+    if objects and not unread_why(objects.values()):
+        for name, text in _disassemble(objects).items():
+            if not STACK_RESTORE.search(text):
+                lean.add(name)
+    return frozenset(lean)
+
+def facts(path) -> dict:
+    """What the code dumped beside the optimized module ``path`` tells the cost model, as the
+    keyword arguments of ``cost_model.analyse`` and ``cost_model.predict_text``: its scalar
+    loop kernels and its lean one-op kernels."""
+    return {"scalar_kernels": scalar_kernels(path), "lean_kernels": lean_kernels(path)}
 
 
 # ---- from pytest_dumpref/timing.py --------------------------------------------------------
@@ -2531,11 +2590,17 @@ COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the 
 # claim's plan the chain ran in a slow mode for most rounds (rates_from's comment).
 ONE_OP_ROWS = (8, 32)
 
+ONE_OP_CHAIN = 16                             # one-op kernels a call (k_mul_chain)
+
 REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
+
+# The operations alone measured on chains in the level 2 (k_exp_chain: why); the transposing
+# copy's rate is its cost across rows, which it pays only on arrays larger than the level 2
+ALONE_CHAINS = tuple(c for c in cost_model.ALONE if c != "transpose")
 
 SMALL_DISTANCE = 2 ** 20              # the L2 of one core on the machines seen (1 MiB)
 
@@ -2655,14 +2720,13 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
         if counts.get(cls, 0) <= 0:
             raise RuntimeError(f"calibration kernel for {cls!r} has no {cls} operation: {counts}")
         compute[cls] = max(body - others, 1e-12) / counts[cls]
-    # an operation alone in a one-op loop kernel, the same slope (the kernels hold nothing else)
-    for cls in cost_model.ALONE:
-        small = f"compute {cls} alone"
-        cs, cl = census(small), census(f"{small} {COMPUTE_ROWS_LARGE}")
-        n = cl.get(cls, 0) - cs.get(cls, 0)
-        if n <= 0:
-            raise RuntimeError(f"calibration kernel for {cls!r} alone has no {cls} operation: {cl}")
-        compute[cost_model.alone(cls)] = max(med[f"{small} {COMPUTE_ROWS_LARGE}"] - med[small], 1e-12) / n
+    # a transposing copy alone in a one-op loop kernel, the same slope (the kernel holds nothing else)
+    small = "compute transpose alone"
+    cs, cl = census(small), census(f"{small} {COMPUTE_ROWS_LARGE}")
+    n = cl.get("transpose", 0) - cs.get("transpose", 0)
+    if n <= 0:
+        raise RuntimeError(f"calibration kernel for 'transpose' alone has no transpose operation: {cl}")
+    compute[cost_model.alone("transpose")] = max(med[f"{small} {COMPUTE_ROWS_LARGE}"] - med[small], 1e-12) / n
     # an operation in a loop LLVM left scalar, the same slope, where this XLA leaves the
     # calibration kernel scalar (its IR, from a compile of calibrate's own)
     def iterations_of(name):
@@ -2728,6 +2792,14 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
         others = sum((cl.get(o, 0.0) - cs.get(o, 0.0)) * compute[cost_model.one_op_floor(o)] for o in set(cl) | set(cs)
                      if o != kind)
         compute[cost_model.one_op_floor(kind)] = max(fastest[large] - fastest[small] - others, 1e-12) / n
+    # the other operations alone: their chains in the level 2 (k_exp_chain), as the floors
+    for cls in ALONE_CHAINS:
+        small, large = (f"one-op {cls} alone {r}" for r in ONE_OP_ROWS)
+        n = census(large).get(cls, 0) - census(small).get(cls, 0)
+        if n != ONE_OP_CHAIN * (ONE_OP_ROWS[1] - ONE_OP_ROWS[0]) * ROW:
+            raise RuntimeError(f"calibration: the chain of {cls} compiled to other than {ONE_OP_CHAIN} one-op "
+                               f"kernels of {cls} a call ({census(large)})")
+        compute[cost_model.alone(cls)] = max(fastest[large] - fastest[small], 1e-12) / n
     base.compute = compute
     return base
 
@@ -2793,7 +2865,7 @@ def model_main(argv=None) -> int:
     for name in args[1:]:
         try:
             seconds = cost_model.predict_text(*read_optimized(name), rates, source=name,
-                                              scalar_kernels=scalar_kernels(name)).total_s
+                                              **facts(name)).total_s
         except cost_model.CostModelError as e:
             refused += 1
             print(f"refused: {e}", file=sys.stderr)

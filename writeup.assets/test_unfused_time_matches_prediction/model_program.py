@@ -1,4 +1,4 @@
-# program.py: k_scale, k_fill, k_mul, k_exp_alone, k_cheap, k_age, k_age_spin, k_age_base, k_age_base_spin, k_chain, k_exp, k_tanh, k_log, k_divide, k_sqrt, k_rsqrt, k_select, k_integer, k_rowsum, k_colsum, k_transpose, k_tanh_alone, k_divide_alone, k_sqrt_alone, k_transpose_alone, k_fill_scalar, k_cheap_scalar, k_tanh_scalar, k_mul_chain, k_unary_chain, k_select_chain, k_compare_chain, k_dot, k_conv from pytest_dumpref.xla.calibrate; softmax from pytest_dumpref.examples, as they ran, with what they use
+# program.py: k_scale, k_fill, k_mul, k_exp_alone, k_cheap, k_age, k_age_spin, k_age_base, k_age_base_spin, k_chain, k_exp, k_tanh, k_log, k_divide, k_sqrt, k_rsqrt, k_select, k_integer, k_rowsum, k_colsum, k_transpose, k_transpose_alone, k_fill_scalar, k_cheap_scalar, k_tanh_scalar, k_mul_chain, k_unary_chain, k_select_chain, k_compare_chain, k_exp_chain, k_tanh_chain, k_divide_chain, k_sqrt_chain, k_dot, k_conv from pytest_dumpref.xla.calibrate; softmax from pytest_dumpref.examples, as they ran, with what they use
 import functools
 import json
 import math
@@ -151,18 +151,37 @@ def k_exp_alone(x):
     return jnp.exp(x)
 
 
-def k_tanh_alone(x):
+def k_exp_chain(x):
+    # exp(exp(x)) overflows to inf after a few links: XLA's exp clamps its argument and runs
+    # the same instructions for any value (a chain of exp(-x), whose values stay finite, less
+    # its negates, cost the same: 391 and 392 ps an element)
     import jax.numpy as jnp
-    return jnp.tanh(x)
+    for _ in range(ONE_OP_CHAIN):
+        x = jnp.exp(x)
+    return x
 
 
-def k_divide_alone(x, y):
-    return x / y
-
-
-def k_sqrt_alone(x):
+def k_tanh_chain(x):
     import jax.numpy as jnp
-    return jnp.sqrt(x)                        # NaN for negative x, at the same speed
+    for _ in range(ONE_OP_CHAIN):
+        x = jnp.tanh(x)
+    return x
+
+
+def k_divide_chain(x, y):
+    # Compiled without algsimp too, which makes (x / y) / y a division by y * y: one divide
+    # and fifteen multiplies.  Standard normal y: sixteen divisions move |x| by e^10 or so,
+    # far from overflow and denormals.
+    for _ in range(ONE_OP_CHAIN):
+        x = x / y
+    return x
+
+
+def k_sqrt_chain(x):
+    import jax.numpy as jnp
+    for _ in range(ONE_OP_CHAIN):
+        x = jnp.sqrt(x)                       # NaN for negative x, at the same speed
+    return x
 
 
 def k_transpose(x, y):
