@@ -72,7 +72,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import cost_model
-from .kernel_code import facts, kernel_objects, scalar_kernels, unread_why, vector_accesses
+from .kernel_code import facts, kernel_objects, read_code, scalar_kernels, unread_why, vector_accesses
 
 F32 = "float32"
 ME = "pytest_dumpref.xla.calibrate"
@@ -103,6 +103,9 @@ ALONE_OPTIONS = {"transpose": {"xla_disable_hlo_passes": "fusion"}}
 # The operations alone measured on chains in the level 2 (k_exp_chain: why); the transposing
 # copy's rate is its cost across rows, which it pays only on arrays larger than the level 2
 ALONE_CHAINS = tuple(c for c in cost_model.ALONE if c != "transpose")
+# (arguments, passes left out of its compile) of a chain that is not (1, "fusion"): the
+# divide's takes a divisor, and is compiled without algsimp too (k_divide_chain: why)
+ALONE_CHAIN_COMPILE = {"divide": (2, "fusion,algsimp")}
 SMALL_DISTANCE = 2 ** 20              # the L2 of one core on the machines seen (1 MiB)
 
 
@@ -403,8 +406,9 @@ def _variants() -> dict:
             v[f"one-op {kind} {r}"] = (f"k_{kind}_chain", tuple((t, (r, ROW)) for t in dtypes),
                                        {"xla_disable_hlo_passes": "fusion"})
         for cls in ALONE_CHAINS:
-            v[f"one-op {cls} alone {r}"] = (f"k_{cls}_chain", ((F32, (r, ROW)),) * (2 if cls == "divide" else 1),
-                                            {"xla_disable_hlo_passes": "fusion,algsimp" if cls == "divide" else "fusion"})
+            arity, passes = ALONE_CHAIN_COMPILE.get(cls, (1, "fusion"))
+            v[f"one-op {cls} alone {r}"] = (f"k_{cls}_chain", ((F32, (r, ROW)),) * arity,
+                                            {"xla_disable_hlo_passes": passes})
     v["compute dot"] = ("k_dot", ((F32, (512, 512)), (F32, (512, 512))), {})
     v["compute conv"] = ("k_conv", ((F32, (4, 32, 32, 64)), (F32, (3, 3, 64, 64))), {})
     return v
@@ -651,12 +655,13 @@ def vectorised_scalar_kernels() -> types.MappingProxyType:
         with tempfile.TemporaryDirectory() as folder:
             dump_optimized(fn, args, folder)
             optimized = next(Path(folder).glob("*cpu_after_optimizations.txt"), None)
-            loops = vector_accesses(optimized) if optimized else {}
+            code = read_code(optimized) if optimized else {}
+            loops = vector_accesses(optimized, code) if optimized else {}
             if not loops:
                 unread = unread_why(kernel_objects(optimized).values()) if optimized else None
                 why[cls] = (f"this XLA dumped no kernel IR for k_{cls}_scalar, and {unread}" if unread else
                             f"this XLA dumped no kernel code (IR or object file) for k_{cls}_scalar")
-            elif not set(loops) <= scalar_kernels(optimized):
+            elif not set(loops) <= scalar_kernels(optimized, code):
                 why[cls] = f"this XLA vectorises k_{cls}_scalar, the kernel that measures it"
     return types.MappingProxyType(why)
 
