@@ -36,7 +36,7 @@ and turns the times into the rates of :class:`cost_model.Rates`:
   XLA emits it in a loop fusion of several instructions, as in the programs' fused kernels;
   a transposing copy in ``x.T + y``), each timed over f32[128, 1024] and f32[1024, 1024]:
   the rate is the slope between the two (``rates_from`` says why); the YNNPACK reductions
-  XLA:CPU calls, the slope between f32[32, 1024] and f32[128, 1024] (in L2: their reading is
+  XLA:CPU calls, the same slope less each size's read at the memory curve (their reading is
   the memory term's);
   dot and convolution per flop, less the dispatch.
 * **one-op loop kernels**: a chain of ``ONE_OP_CHAIN`` multiplies ``x = x * y`` compiled
@@ -89,7 +89,6 @@ ONE_OP_CHAIN = 16                             # one-op kernels a call (k_mul_cha
 RAGGED_EXTRA = 8
 # the chains of the one-op floors of cost_model.ONE_OP_KINDS: their arguments' dtypes
 ONE_OP_KIND_ARGS = {"unary": (F32,), "select": ("bool", "bool", F32, F32), "compare": (F32, F32, F32)}
-REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 CHECK_ROWS = (256, 1024, 2048)
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
@@ -396,8 +395,6 @@ def _variants() -> dict:
         v[f"compute transpose alone{suffix}"] = ("k_transpose_alone", (c,), ALONE_OPTIONS["transpose"])
         for name in SCALAR_KERNELS:
             v[f"compute {name} scalar{suffix}"] = (f"k_{name}_scalar", _scalar_args(name, rows), {})
-    for name in ("rowsum", "colsum"):
-        v[f"compute {name} {REDUCE_ROWS}"] = (f"k_{name}", (_rows(REDUCE_ROWS),), {})
     for r in ONE_OP_ROWS:
         v[f"one-op {r}"] = ("k_mul_chain", (_rows(r), _rows(r)), {"xla_disable_hlo_passes": "fusion"})
         ragged = (F32, (r, ROW + RAGGED_EXTRA))
@@ -515,13 +512,12 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     # (and between 256 and 1,024), where 128 rows less the dispatch gave 0.35 (it ran 65.5
     # us, the dispatch 19.5, and the intercept of the line is 13.3).  The slope is the cost
     # of an element at the size of the programs studied, its traffic in the last-level cache
-    # included where the operation does not hide it.  The reductions: the slope between
-    # REDUCE_ROWS and COMPUTE_ROWS rows, their input in L2 (YNNPACK's setup of a reduction is
-    # the fixed cost left out): what a row costs beyond reading it.  Between 128 and 1,024
-    # rows the slope was the read alone (181 ps an element on an Intel Xeon, where the memory
-    # curve gave 4 bytes 172), which the kernel's memory term prices already: counted in its
-    # compute too, it was counted twice in a YNNPACK kernel that reduces and exponentiates
-    # (softmax's first, priced 715 us where it ran 538 alone; 30 ps an element in L2).
+    # included where the operation does not hide it.  The reductions: the same slope less
+    # each size's memory at the curve, what a row costs beyond reading it (cost_model's
+    # docstring: the read is the memory term's, and a library kernel that reduces adds its
+    # compute to its memory); the slope between 32 and 128 rows, in L2, held YNNPACK's cost
+    # around the kernel, which grows with the rows up to about 128 (by perf's samples, the
+    # call grew 2.4 times as much as the row sum's own code).
     def census(name):
         counts = {}
         for k in _census(v[name].hlo_text).kernels:
@@ -532,12 +528,13 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     for cls in order:
         small = f"compute {names.get(cls, cls)}"
         large = f"{small} {COMPUTE_ROWS_LARGE}"
-        if cls.startswith("reduce"):
-            small, large = f"{small} {REDUCE_ROWS}", small
         if large in v:
             cs, cl = census(small), census(large)
             counts = {c: cl.get(c, 0) - cs.get(c, 0) for c in set(cs) | set(cl)}
             body = med[large] - med[small]
+            if cls.startswith("reduce"):
+                body -= sum(map(base.memory_seconds, _census(v[large].hlo_text).kernels)) - \
+                    sum(map(base.memory_seconds, _census(v[small].hlo_text).kernels))
         else:                  # dot, convolution: one size, less the dispatch
             counts = census(small)
             body = med[small] - async_

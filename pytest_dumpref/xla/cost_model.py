@@ -6,7 +6,8 @@ library fusion, or a bare instruction) costs
     launch + max(memory, compute) + page faults
 
 (a one-op loop kernel that copies its vectors through the stack: ``(memory ** ONE_OP_OVERLAP +
-compute ** ONE_OP_OVERLAP) ** (1 / ONE_OP_OVERLAP)`` for the max) and a program costs one dispatch plus its kernels (the
+compute ** ONE_OP_OVERLAP) ** (1 / ONE_OP_OVERLAP)`` for the max; a library kernel that
+reduces: ``memory + compute``) and a program costs one dispatch plus its kernels (the
 first kernel's launch is part of the dispatch).  The rates come from ``calibrate.py``,
 measured with ``timing.py``'s pinned worker:
 
@@ -171,14 +172,39 @@ shared with other tenants; pinned single thread):
   fused copy depends on what it transposes: ``x.T + 1`` and ``x.T * 2 + y``, whose
   transposed value is computed from a broadcast, ran 3,258 and 3,358 us where ``x.T + y``
   ran 479 and ``exp(x.T) + y`` 772, so such a kernel is refused, not priced at this rate.
-* Reductions beyond their reading: YNNPACK's row sum over f32[rows, 1024] took 181 ps a row
-  element between 128 and 1,024 rows (its input from L3: the read alone, 4 bytes at the
-  memory curve's 43 ps/B) and 30 ps between 32 and 128 (in L2).  Priced at the first, a
-  kernel that reduces and exponentiates (the softmax's first, ``exp(x - max(x))``) paid
-  for the read twice, in its memory and in its compute: 715 us where it ran 538 alone.
-  With the reductions measured in L2 and the classes measured where the fused kernels run
-  them, the fused programs' median error across the 14 programs priced fell from 0.10 to
-  0.04 in two runs of the across-programs plan (0.041, 0.038).
+* Reductions beyond their reading, and a library kernel that reduces pays its reading and
+  its other work one after the other.  YNNPACK's row sum over f32[rows, 1024] took 181 ps a
+  row element between 128 and 1,024 rows on an Intel Xeon (its input from L3: the read
+  alone, 4 bytes at the memory curve's 43 ps/B), and a kernel that reduces and
+  exponentiates (the softmax's first, ``exp(x - max(x))``) priced with that in its compute
+  paid for the read twice: 715 us where it ran 538 alone.  The reduction's rate was then
+  the slope between 32 and 128 rows, in L2, until 2026-12-07, when perf's samples of the
+  run that measured it (``kernel_perf.profile_run``; AMD EPYC, 2026-12-07) showed that slope
+  to be mostly not the reduction's: the row sum's call grew 8.1 us between 32 and 128 rows,
+  of which 3.4 in YNNPACK's ``sum_k1`` (35 ps an element) and the rest in the runtime
+  around it, a cost that grows with the rows up to about 128 and then stops (27.1 us at 128
+  rows and 27.0 at 1,024), so the rate came out 78-112 ps an element, and the library's
+  row sums in the programs ran at 0.42-0.69 of their price, the norms' fused programs
+  priced 11-29 % above their time.  Now the rate is the slope between 128 and 1,024 rows
+  less each size's read at the memory curve (``calibrate.rates_from``): what a row costs
+  beyond reading it, at the programs' size.  In four runs of the claim across programs
+  (two on each jaxlib) the row sum's slope was 49-59 ps an element and its read at the
+  curve 54-59: next to nothing beyond the read (the rate came out 0, 0, 0.7 and 6 ps), the
+  column sum 14-27 ps beyond it.  And a library kernel that reduces costs its memory plus its compute, not the
+  larger: YNNPACK reads a row to reduce it, then computes from the row in cache, so its
+  memory and its exps do not overlap.  The softmax's ``exp(x - max(x))`` over 1,024 rows
+  (a plain pinned loop, slope between 512 and 1,024 rows; AMD EPYC, jaxlib 0.10.2) cost
+  469 ps an element, ``x - max(x)`` 171 and XLA's ``exp(x) + 0.5`` 320: the sum, 491, not
+  the larger, 320.  Priced so in those four runs (the runs' own timings and dumps priced
+  again), the fused programs' median |measured/model - 1| went from 0.061, 0.061, 0.075
+  and 0.108 to 0.053, 0.060, 0.060 and 0.082, and in the first the norms' measured/model
+  - 1 from -0.24 to -0.12 (layernorm), -0.19 to -0.11 (batchnorm) and -0.16 to -0.04
+  (rmsnorm); the extra time's median moved by under 0.01 (0.076, 0.059, 0.075 and 0.110
+  to 0.072, 0.060, 0.082 and 0.114: the library kernels are the same in both variants,
+  and move only the ages of the memory around them).  On jaxlib 0.12.0.1 the library's exp
+  runs cheaper than XLA's (the same kernel: 409 ps an element, ``x - max(x)`` 146 and the
+  loop fusion's exp 376), which the model does not price apart: the fused softmax stays
+  priced about a third above its time there (measured/model 0.75).
 * Two speeds: the vector units of the machine this was measured on ran an AVX loop at two
   speeds (70 us or 100-110 us over 16 KiB) in stretches of milliseconds to hundreds of
   milliseconds, set by whatever shares the physical core; a scalar loop ran at one speed.
@@ -923,9 +949,13 @@ ONE_OP_OVERLAP = 3.0
 
 def _body(k: Kernel, memory: float, compute: float) -> float:
     """A kernel's time beside its launch and faults: the larger of memory and compute, or a
-    one-op loop kernel's p-norm of the two (ONE_OP_OVERLAP) where it is not lean."""
+    one-op loop kernel's p-norm of the two (ONE_OP_OVERLAP) where it is not lean, or the sum
+    of the two for a library kernel that reduces (module docstring: it reads a row, then
+    computes from it)."""
     if k.one_op and not k.scalar and not k.lean:
         return (memory ** ONE_OP_OVERLAP + compute ** ONE_OP_OVERLAP) ** (1.0 / ONE_OP_OVERLAP)
+    if k.kind == "library" and any(c.startswith("reduce") for c in k.ops):
+        return memory + compute
     return max(memory, compute)
 
 

@@ -115,6 +115,27 @@ def test_a_one_op_kernel_costs_the_p_norm_of_its_memory_and_compute(tmp_path_fac
         assert t.seconds == pytest.approx(1e-6 + max(t.memory_s, t.compute_s))
 
 
+def test_a_library_kernel_that_reduces_costs_its_memory_plus_its_compute(softmax_files, tmp_path_factory):
+    """YNNPACK reads a row to reduce it, then computes from the row in cache (cost_model's
+    docstring): the fused softmax's library kernels (exp(x - max(x)), the row sum) cost their
+    memory and their compute added; a library kernel that does not reduce (a dot), the larger."""
+    r = _rates()
+    program = _analyse(softmax_files[0])
+    library = [(k, t) for k, t in zip(program.kernels, cost_model.predict(program, r).kernels) if k.kind == "library"]
+    assert len(library) == 2 and all("reduce" in k.ops for k, _ in library)
+    assert {"exp", "cheap"} <= set().union(*(k.ops for k, _ in library))
+    for _, t in library:
+        assert t.memory_s > 0 and t.compute_s > 0
+        assert t.seconds == pytest.approx(1e-6 + t.memory_s + t.compute_s)
+    a = np.ones((512, 512), np.float32)
+    path = _dump(tmp_path_factory, jnp.dot, [a, a], None, "dot")
+    program = _analyse(path)
+    (k,) = program.kernels
+    assert k.kind == "library" and set(k.ops) == {"dot"}
+    (t,) = cost_model.predict(program, r).kernels
+    assert t.seconds == pytest.approx(1e-6 + max(t.memory_s, t.compute_s))
+
+
 def test_reuse_distance_prices_memory_along_the_measured_curve():
     r = _rates()
     assert r.seconds_per_byte(1 * MiB) == pytest.approx(10e-12)
