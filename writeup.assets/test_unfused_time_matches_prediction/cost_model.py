@@ -2255,9 +2255,13 @@ ONE_OP_OVERLAP = 3.0
 
 def _body(k: Kernel, memory: float, compute: float) -> float:
     """A kernel's time beside its launch and faults: the larger of memory and compute, or a
-    one-op loop kernel's p-norm of the two (ONE_OP_OVERLAP) where it is not lean."""
+    one-op loop kernel's p-norm of the two (ONE_OP_OVERLAP) where it is not lean, or the sum
+    of the two for a library kernel that reduces (module docstring: it reads a row, then
+    computes from it)."""
     if k.one_op and not k.scalar and not k.lean:
         return (memory ** ONE_OP_OVERLAP + compute ** ONE_OP_OVERLAP) ** (1.0 / ONE_OP_OVERLAP)
+    if k.kind == "library" and any(c.startswith("reduce") for c in k.ops):
+        return memory + compute
     return max(memory, compute)
 
 def _elapsed(program: ProgramCost, seconds: list, dispatch_s: float) -> dict:
@@ -2349,6 +2353,13 @@ class KernelCodeError(ValueError):
 def _module_prefix(path: Path) -> str:
     return path.name.split(".cpu_after_optimizations")[0] + "."
 
+def _dumped(path, head: str, tail: str) -> dict:
+    """kernel name -> each file ``<module>.<head><kernel><tail>`` XLA:CPU dumped beside the
+    optimized module ``path``."""
+    path = Path(path)
+    prefix = _module_prefix(path) + head
+    return {f.name[len(prefix):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{tail}")}
+
 def kernel_irs(path) -> dict:
     """kernel name -> path of its optimized LLVM IR, as XLA:CPU dumps it beside the optimized
     module ``path`` (``<module>.<kernel>_kernel_module.ir-with-opt.ll``).
@@ -2363,17 +2374,12 @@ def kernel_irs(path) -> dict:
     causal_attention, copies of 64K-128K elements that keep the minor dimension
     (``wrapped_copy``, ``copy_bitcast_fusion``), which the model prices on their memory alone.
     Whether those run slower than their memory, being scalar, is not measured."""
-    path = Path(path)
-    prefix = _module_prefix(path)
-    return {f.name[len(prefix):-len(IR_TAIL)]: f for f in path.parent.glob(f"{glob.escape(prefix)}*{IR_TAIL}")}
+    return _dumped(path, "", IR_TAIL)
 
 def kernel_objects(path) -> dict:
     """kernel name -> path of its object file, as XLA:CPU dumps it beside the optimized module
     ``path`` (``<module>.obj-file.<kernel>_kernel_module.o``): the loop emitter's kernels."""
-    path = Path(path)
-    prefix = _module_prefix(path) + "obj-file."
-    return {f.name[len(prefix):-len(OBJECT_TAIL)]: f
-            for f in path.parent.glob(f"{glob.escape(prefix)}*{OBJECT_TAIL}")}
+    return _dumped(path, "obj-file.", OBJECT_TAIL)
 
 def ir_access(ir: str) -> str:
     """A kernel's vector access (the module's docstring) from its optimized LLVM IR."""
@@ -2386,7 +2392,8 @@ def disassembler() -> str | None:
     return next((p for p in map(shutil.which, DISASSEMBLERS) if p), None)
 
 def _elf_machine(path: Path) -> int | None:
-    head = path.read_bytes()[:20]
+    with open(path, "rb") as f:
+        head = f.read(20)
     if len(head) < 20 or head[:4] != b"\x7fELF" or head[5] != 1:      # little-endian ELF only
         return None
     return int.from_bytes(head[18:20], "little")
@@ -2430,19 +2437,6 @@ def packed_accesses(disassembly: str) -> dict:
         counts[current][1 if memory[-1] == len(parts) - 1 else 0] += 1
     return {f: tuple(c) for f, c in counts.items()}
 
-def object_accesses(objects: dict) -> dict:
-    """kernel name -> vector access (the module's docstring) from the object files ``objects``
-    (kernel name -> path), disassembled in one call; {} where they cannot be read here
-    (``unread_why``).  Raises KernelCodeError, naming the file, where the disassembler fails on
-    one (``cost`` then reports it as bad input, never a traceback)."""
-    if not objects or unread_why(objects.values()):
-        return {}
-    access = {}
-    for name, text in _disassemble(objects).items():
-        loads, stores = packed_accesses(text).popitem()[1]
-        access[name] = "loads" if loads else ("stores" if stores else "none")
-    return access
-
 def _disassemble(objects: dict) -> dict:
     """kernel name -> ``objdump -d`` text of its object file (``objects``: kernel name -> path),
     all disassembled in one call; raises KernelCodeError naming a file it could not read."""
@@ -2465,21 +2459,56 @@ def _disassemble(objects: dict) -> dict:
         raise KernelCodeError(f"{tool} -d printed no disassembly of {missing[0]}")
     return {name: "\n".join(lines[str(f)]) for name, f in objects.items()}
 
-def vector_accesses(path) -> dict:
-    """kernel name -> vector access of each loop kernel of the optimized module ``path``:
-    from its IR where that was dumped, from its object code where only that was."""
-    irs = kernel_irs(path)
-    access = {name: ir_access(f.read_text()) for name, f in irs.items()}
-    objects = {name: f for name, f in kernel_objects(path).items() if name not in irs}
-    access.update(object_accesses(objects))
-    return access
+LOOP, COMPUTE = "loop", "compute"               # the two emitters (the module's docstring)
 
-def scalar_kernels(path) -> frozenset:
+def compute_module_code(path) -> dict:
+    """kernel name -> the code of each kernel of the other emitter (``__compute_module_``) of
+    the optimized module ``path``: its optimized IR where dumped
+    (``<module>.__compute_module_<kernel>.ir-with-opt.ll``), else its object file
+    (``<module>.obj-file.__compute_module_<kernel>.o``)."""
+    return {**_dumped(path, f"obj-file.{COMPUTE_MODULE}", ".o"), **_dumped(path, COMPUTE_MODULE, ".ir-with-opt.ll")}
+
+def _read(files: dict) -> dict:
+    """key -> (file, text) for ``files`` (key -> path): an IR file's text, an object file's
+    disassembly, the object files in one disassembler call; an object file that cannot be
+    read here (``unread_why``) is left out."""
+    code = {k: (f, f.read_text()) for k, f in files.items() if f.suffix == ".ll"}
+    objects = {k: f for k, f in files.items() if k not in code}
+    if objects and not unread_why(objects.values()):
+        code.update({k: (objects[k], text) for k, text in _disassemble(objects).items()})
+    return code
+
+def read_code(path) -> dict:
+    """(emitter, kernel name) -> (file, text) of every kernel whose code XLA:CPU dumped beside
+    the optimized module ``path`` and that can be read here: the loop emitter's (``LOOP``) and
+    the other's (``COMPUTE``), each from its IR where that was dumped, else from its object
+    file, all the object files disassembled in one call.  ``vector_accesses``,
+    ``scalar_kernels`` and ``lean_kernels`` take it, so that one reading serves all three."""
+    path = Path(path)
+    loop = {**kernel_objects(path), **kernel_irs(path)}
+    return _read({**{(LOOP, n): f for n, f in loop.items()},
+                  **{(COMPUTE, n): f for n, f in compute_module_code(path).items()}})
+
+def _access(f: Path, text: str) -> str:
+    """A loop kernel's vector access from its IR or its disassembly."""
+    if f.suffix == ".ll":
+        return ir_access(text)
+    loads, stores = next(iter(packed_accesses(text).values()), (0, 0))
+    return "loads" if loads else ("stores" if stores else "none")
+
+def vector_accesses(path, code: dict | None = None) -> dict:
+    """kernel name -> vector access of each loop kernel of the optimized module ``path``:
+    from its IR where that was dumped, from its object code where only that was
+    (``code``: ``read_code(path)``, read here when not given)."""
+    code = read_code(path) if code is None else code
+    return {name: _access(f, text) for (emitter, name), (f, text) in code.items() if emitter == LOOP}
+
+def scalar_kernels(path, code: dict | None = None) -> frozenset:
     """The loop kernels of the optimized module ``path`` that LLVM left scalar (the module's
     docstring: a vector access of ``"none"``, or of ``"stores"`` where the kernel copies an
     operand at least half its output's size).  A kernel whose code is not read is not among
-    them."""
-    access = vector_accesses(path)
+    them.  ``code``: as ``vector_accesses``."""
+    access = vector_accesses(path, code)
     scalar = {name for name, a in access.items() if a == "none"}
     unloaded = [name for name, a in access.items() if a == "stores"]
     if unloaded:
@@ -2495,37 +2524,21 @@ def scalar_kernels(path) -> frozenset:
                 scalar.add(name)
     return frozenset(scalar)
 
-def compute_module_code(path) -> dict:
-    """kernel name -> the code of each kernel of the other emitter (``__compute_module_``) of
-    the optimized module ``path``: its optimized IR where dumped
-    (``<module>.__compute_module_<kernel>.ir-with-opt.ll``), else its object file
-    (``<module>.obj-file.__compute_module_<kernel>.o``)."""
-    path = Path(path)
-    prefix = _module_prefix(path)
-    found = {}
-    for head, tail in ((f"{prefix}obj-file.{COMPUTE_MODULE}", ".o"), (f"{prefix}{COMPUTE_MODULE}", ".ir-with-opt.ll")):
-        found.update({f.name[len(head):-len(tail)]: f for f in path.parent.glob(f"{glob.escape(head)}*{tail}")})
-    return found
-
-def lean_kernels(path) -> frozenset:
+def lean_kernels(path, code: dict | None = None) -> frozenset:
     """The other emitter's kernels of the optimized module ``path`` whose code was read and
     does not copy its vectors through the stack (the module's docstring).  A kernel whose
-    code is not read here (``unread_why``) is not among them."""
-    code = compute_module_code(path)
-    irs = {name: f for name, f in code.items() if f.suffix == ".ll"}
-    lean = {name for name, f in irs.items() if STACK_RESTORE_IR not in f.read_text()}
-    objects = {name: f for name, f in code.items() if name not in irs}
-    if objects and not unread_why(objects.values()):
-        for name, text in _disassemble(objects).items():
-            if not STACK_RESTORE.search(text):
-                lean.add(name)
-    return frozenset(lean)
+    code is not read here (``unread_why``) is not among them.  ``code``: as
+    ``vector_accesses``."""
+    code = read_code(path) if code is None else code
+    return frozenset(name for (emitter, name), (f, text) in code.items() if emitter == COMPUTE and not (
+        STACK_RESTORE_IR in text if f.suffix == ".ll" else STACK_RESTORE.search(text)))
 
 def facts(path) -> dict:
     """What the code dumped beside the optimized module ``path`` tells the cost model, as the
     keyword arguments of ``cost_model.analyse`` and ``cost_model.predict_text``: its scalar
-    loop kernels and its lean one-op kernels."""
-    return {"scalar_kernels": scalar_kernels(path), "lean_kernels": lean_kernels(path)}
+    loop kernels and its lean one-op kernels, from one reading of the code (``read_code``)."""
+    code = read_code(path)
+    return {"scalar_kernels": scalar_kernels(path, code), "lean_kernels": lean_kernels(path, code)}
 
 
 # ---- from pytest_dumpref/timing.py --------------------------------------------------------
@@ -2591,8 +2604,6 @@ COMPUTE_ROWS_LARGE = 1024                     # 4 MiB an array, the size of the 
 ONE_OP_ROWS = (8, 32)
 
 ONE_OP_CHAIN = 16                             # one-op kernels a call (k_mul_chain)
-
-REDUCE_ROWS = 32                              # with COMPUTE_ROWS: a reduction's input in L2
 
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 
@@ -2681,13 +2692,12 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     # (and between 256 and 1,024), where 128 rows less the dispatch gave 0.35 (it ran 65.5
     # us, the dispatch 19.5, and the intercept of the line is 13.3).  The slope is the cost
     # of an element at the size of the programs studied, its traffic in the last-level cache
-    # included where the operation does not hide it.  The reductions: the slope between
-    # REDUCE_ROWS and COMPUTE_ROWS rows, their input in L2 (YNNPACK's setup of a reduction is
-    # the fixed cost left out): what a row costs beyond reading it.  Between 128 and 1,024
-    # rows the slope was the read alone (181 ps an element on an Intel Xeon, where the memory
-    # curve gave 4 bytes 172), which the kernel's memory term prices already: counted in its
-    # compute too, it was counted twice in a YNNPACK kernel that reduces and exponentiates
-    # (softmax's first, priced 715 us where it ran 538 alone; 30 ps an element in L2).
+    # included where the operation does not hide it.  The reductions: the same slope less
+    # each size's memory at the curve, what a row costs beyond reading it (cost_model's
+    # docstring: the read is the memory term's, and a library kernel that reduces adds its
+    # compute to its memory); the slope between 32 and 128 rows, in L2, held YNNPACK's cost
+    # around the kernel, which grows with the rows up to about 128 (by perf's samples, the
+    # call grew 2.4 times as much as the row sum's own code).
     def census(name):
         counts = {}
         for k in _census(v[name].hlo_text).kernels:
@@ -2698,12 +2708,13 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     for cls in order:
         small = f"compute {names.get(cls, cls)}"
         large = f"{small} {COMPUTE_ROWS_LARGE}"
-        if cls.startswith("reduce"):
-            small, large = f"{small} {REDUCE_ROWS}", small
         if large in v:
             cs, cl = census(small), census(large)
             counts = {c: cl.get(c, 0) - cs.get(c, 0) for c in set(cs) | set(cl)}
             body = med[large] - med[small]
+            if cls.startswith("reduce"):
+                body -= sum(map(base.memory_seconds, _census(v[large].hlo_text).kernels)) - \
+                    sum(map(base.memory_seconds, _census(v[small].hlo_text).kernels))
         else:                  # dot, convolution: one size, less the dispatch
             counts = census(small)
             body = med[small] - async_
