@@ -910,7 +910,8 @@ def record_model_kernels(evidence, run, fused, plain) -> dict:
     evidence.table("the kernel cost model (pytest_dumpref/xla/cost_model.py; whole, as one file, the listing "
                    "cost_model.py of the claim 'The time of undoing the pass, across programs') on both "
                    "variants, at rates measured in a run of its own (not compared: one run's)", rows)
-    evidence.table("the model against that run (not compared: one run's)", [
+    evidence.table("the model against the first of its runs (the first row of the table of its runs; not "
+                   "compared: one run's)", [
         {"time per call (us)": "fused program", "measured": varies(round(times["fused"] * 1e6, 1)),
          "model": varies(round(times["fused model"] * 1e6, 1))},
         {"time per call (us)": "extra without fusion", "measured": varies(round(times["extra"] * 1e6, 1)),
@@ -1052,7 +1053,10 @@ def record_model_runs(evidence, times: list, within: tuple) -> list:
     evidence.table(f"the kernel cost model in {n} runs of its own (not compared: each run's)", [
         {"run": i + 1, "extra measured (us)": varies(round(t["extra"] * 1e6, 1)),
          "extra, model (us)": varies(round(t["extra model"] * 1e6, 1)),
-         "measured / model": varies(round(r, 3))} for i, (t, r) in enumerate(zip(times, ratios))])
+         "measured / model": varies(round(r, 4)),
+         # said apart, so that no rounding puts a run on the wrong side of the goal's bounds
+         f"in [{low:g}, {high:g}]": varies("yes" if low <= r <= high else "no")}
+        for i, (t, r) in enumerate(zip(times, ratios))])
     evidence.table("the same runs against the goal (not compared, not asserted: this run's)", [
         {f"median measured/model of the {n} runs": varies(round(statistics.median(ratios), 4)),
          f"runs with measured/model in [{low:g}, {high:g}]": varies(f"{sum(low <= r <= high for r in ratios)} of {n}"),

@@ -104,7 +104,8 @@ class UndoTiming:
         evidence.excerpt(
             "the model's runs from the page: in a folder of their own, with plain jax in a fresh virtual "
             "environment, model_timed.py saved as timed.py (not the claim's own timed.py above), "
-            "model_program.py as program.py, and cost_model.py; in one shell, since the first line "
+            "model_program.py as program.py, and cost_model.py (the three linked above, kept in this "
+            "claim's folder of the write-up's assets); in one shell, since the first line "
             "activates the environment the others use: timed.py's output saved as run.json, the "
             "program's two optimized modules dumped with plain jax (as this claim dumps them, with XLA's "
             "default threading: they differ from the timed compile's only in outer_dimension_partitions "
@@ -112,7 +113,8 @@ class UndoTiming:
             "as prices.txt), and the last command prints the measured extra time (the median of the "
             "rounds' paired differences, as statistic.py computes it), the model's (the unfused price "
             "less the fused one) and measured/model.  Another run: timed.py again and the last two "
-            "commands (run.json and prices.txt are written over; the dumps stay).  This claim runs "
+            "commands (they write over run.json and prices.txt: copy those first to keep them; the "
+            "dumps stay).  This claim runs "
             "cost_model.py so on its first run's timings and its own dumps, and the prices printed are "
             "the first run's model, to the last bit",
             install_command() + "\n" + timing.run_command("timed.py", "run.json") + "\n"

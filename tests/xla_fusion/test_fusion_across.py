@@ -102,6 +102,19 @@ def test_an_undo_timing_records_the_model_on_every_run(monkeypatch):
     assert seen == [("kernels", "run 1"), ("priced", "run 2"), ("priced", "run 3")]
 
 
+def test_the_model_runs_table_says_which_runs_are_within_the_goal():
+    # 161.2 / 179.2 = 0.89955: rounded to 3 digits it read 0.9, inside [0.9, 1.1], where the
+    # count beside it (rightly) left it out; a stranger counted it in
+    ev = Evidence()
+    times = [{"extra": 161.2e-6, "extra model": 179.2e-6}, {"extra": 181.5e-6, "extra model": 169.4e-6}]
+    ratios = fusion_timing.calibrate.record_model_runs(ev, times, (0.9, 1.1))
+    assert ratios[0] < 0.9 < ratios[1] < 1.1
+    runs, goal = ([dict(zip(i["header"], row)) for row in i["rows"]] for i in ev.items if i["kind"] == "table")
+    assert [r["measured / model"]["value"] for r in runs] == [0.8996, 1.0714]
+    assert [r["in [0.9, 1.1]"]["value"] for r in runs] == ["no", "yes"]
+    assert goal[0]["runs with measured/model in [0.9, 1.1]"]["value"] == "1 of 2"
+
+
 def test_an_undo_timing_records_its_listings_and_figure(tmp_path):
     pytest.importorskip("matplotlib")
     plan = TimingPlan(program="pytest_dumpref.examples:softmax", args=(("float32", (64, 64)),),
