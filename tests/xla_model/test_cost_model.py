@@ -528,15 +528,44 @@ def test_each_operation_alone_is_measured_on_a_chain_of_its_kernels_in_the_level
     assert not [n for n in calibrate._variants() if n.startswith(f"compute {cls} alone")]
 
 
-def test_a_slow_mode_of_a_floor_chain_does_not_move_its_floor():
+@pytest.fixture(scope="module")
+def short_calibration():
+    """A real run of the calibration kernels, short (3 rounds of 2 calls): its times are the
+    machine's, its compiles this jaxlib's; tests that change its times deep-copy it first."""
+    from pytest_dumpref.timing import run_plan
+    return run_plan(calibrate.plan(3, 2))
+
+
+def test_a_reductions_rate_is_what_its_rows_cost_beyond_reading_them(short_calibration):
+    """The row sum's slope between 128 and 1,024 rows less each size's memory at the curve
+    (cost_model's docstring): a row sum that takes its read's time has a rate of next to
+    nothing, and each second an element beyond the read is the rate."""
+    import copy
+    run = short_calibration
+    rates = calibrate.rates_from(run)
+    small, large = "compute rowsum", f"compute rowsum {calibrate.COMPUTE_ROWS_LARGE}"
+    read = {n: sum(map(rates.memory_seconds, calibrate._census(run.variants[n].hlo_text).kernels))
+            for n in (small, large)}
+    assert 0 < read[small] < read[large]
+    n = (calibrate.COMPUTE_ROWS_LARGE - calibrate.COMPUTE_ROWS) * calibrate.ROW
+    for beyond in (0.0, 20e-12):
+        r = copy.deepcopy(run)
+        for name, extra in ((small, 0.0), (large, n * beyond)):
+            r.variants[name].samples = [20e-6 + read[name] + extra] * len(r.variants[name].samples)
+        got = calibrate.rates_from(r).compute["reduce"]
+        assert got == pytest.approx(beyond, abs=1e-15)
+        # the slope alone, as before 2026-12-07, would have counted the read in the rate
+        assert (r.variants[large].median - r.variants[small].median) / n > beyond + 10e-12
+
+
+def test_a_slow_mode_of_a_floor_chain_does_not_move_its_floor(short_calibration):
     """A chain in the level 2 ran in a slow mode for most of a run (the x * y chain at 64 rows,
     237-240 us in 17 of 20 rounds where it ran 157 in the others): the floors are the slope of
     the chains' fastest rounds, so a slow mode in every round but the fastest leaves them as
     they are, where the slope of medians would move."""
     import copy
 
-    from pytest_dumpref.timing import run_plan
-    run = run_plan(calibrate.plan(3, 2))
+    run = short_calibration
     before = calibrate.rates_from(run).compute
     slowed = copy.deepcopy(run)
     chains = [f"{kind} " if kind else "" for kind in ("",) + cost_model.ONE_OP_KINDS]
