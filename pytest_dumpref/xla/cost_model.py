@@ -184,15 +184,15 @@ shared with other tenants; pinned single thread):
   of which 3.4 in YNNPACK's ``sum_k1`` (35 ps an element) and the rest in the runtime
   around it, a cost that grows with the rows up to about 128 and then stops (27.1 us at 128
   rows and 27.0 at 1,024), so the rate came out 78-112 ps an element, and the library's
-  row sums in the programs ran at 0.42-0.69 of their price, the norms' fused programs
-  priced 11-29 % above their time.  Now the rate is the slope between 128 and 1,024 rows
+  row sums in the programs ran at 0.42-0.69 of their price, the norms' fused programs at
+  measured/model 0.71-0.89.  Now the rate is the slope between 128 and 1,024 rows
   less each size's read at the memory curve (``calibrate.rates_from``): what a row costs
   beyond reading it, at the programs' size.  In four runs of the claim across programs
   (two on each jaxlib) the row sum's slope was 49-59 ps an element and its read at the
   curve 54-59: next to nothing beyond the read (the rate came out 0, 0, 0.7 and 6 ps), the
-  column sum 14-27 ps beyond it.  And a library kernel that reduces costs its memory plus its compute, not the
-  larger: YNNPACK reads a row to reduce it, then computes from the row in cache, so its
-  memory and its exps do not overlap.  The softmax's ``exp(x - max(x))`` over 1,024 rows
+  column sum 14-27 ps beyond it.  And a library kernel that reduces costs its memory plus
+  its compute, not the larger: YNNPACK reads a row to reduce it, then computes from the row
+  in cache, so its memory and its exps do not overlap.  The softmax's ``exp(x - max(x))`` over 1,024 rows
   (a plain pinned loop, slope between 512 and 1,024 rows; AMD EPYC, jaxlib 0.10.2) cost
   469 ps an element, ``x - max(x)`` 171 and XLA's ``exp(x) + 0.5`` 320: the sum, 491, not
   the larger, 320.  Priced so in those four runs (the runs' own timings and dumps priced
@@ -200,8 +200,12 @@ shared with other tenants; pinned single thread):
   and 0.108 to 0.053, 0.060, 0.060 and 0.082, and in the first the norms' measured/model
   - 1 from -0.24 to -0.12 (layernorm), -0.19 to -0.11 (batchnorm) and -0.16 to -0.04
   (rmsnorm); the extra time's median moved by under 0.01 (0.076, 0.059, 0.075 and 0.110
-  to 0.072, 0.060, 0.082 and 0.114: the library kernels are the same in both variants,
-  and move only the ages of the memory around them).  On jaxlib 0.12.0.1 the library's exp
+  to 0.072, 0.060, 0.082 and 0.114).  The library kernels are the same in both variants,
+  but with the sum they pay where their memory lies: the unfused softmax reads x 12 MiB
+  away, the fused one 8 (the unfused touched a 4 MiB temporary more), and its
+  ``exp(x - max(x))`` costs 17 us more there in the model, 36 us more by perf's samples of
+  the same run, where the larger of the two hid it (0); the softmax's measured/model of the
+  extra time went from 1.080 to 0.989 on that run's timings.  On jaxlib 0.12.0.1 the library's exp
   runs cheaper than XLA's (the same kernel: 409 ps an element, ``x - max(x)`` 146 and the
   loop fusion's exp 376), which the model does not price apart: the fused softmax stays
   priced about a third above its time there (measured/model 0.75).
