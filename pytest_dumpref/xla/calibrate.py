@@ -90,6 +90,10 @@ RAGGED_EXTRA = 8
 # the chains of the one-op floors of cost_model.ONE_OP_KINDS: their arguments' dtypes
 ONE_OP_KIND_ARGS = {"unary": (F32,), "select": ("bool", "bool", F32, F32), "compare": (F32, F32, F32)}
 CHECK_ROWS = (256, 1024, 2048)
+# The short-run kernel's sizes (k_short_run): 8 to 48 MiB touched a call, from where its
+# runs began to cost more than a stream's (16 MiB and beyond on an AMD EPYC) to memory
+SHORT_RUN_ROWS = (1024, 1536, 2048, 3072, 4096, 6144)
+SHORT_RUN_PARTS = 4
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
 AGE_SPIN = 1000                               # the age kernels' spin: cheap ops an element
@@ -192,6 +196,14 @@ def k_cheap(x):
     for _ in range(16):                       # 32 float ops an element, nothing to fold
         x = x * 1.0001 + 0.5
     return x
+
+
+def k_short_run(*parts):
+    """SHORT_RUN_PARTS f32[rows, 256] side by side: XLA:CPU copies each operand's row with a
+    memmove of 1 KiB, in runs shorter than a page (cost_model.short_runs), the bytes and
+    distance of the stream over f32[rows, 1024]."""
+    import jax.numpy as jnp
+    return jnp.concatenate(parts, axis=1)
 
 
 def k_chain(x):
@@ -377,6 +389,8 @@ def _variants() -> dict:
         v[f"exp {r}"] = ("k_exp_alone", (_rows(r),), {})
         v[f"cheap {r}"] = ("k_cheap", (_rows(r),), {})
     v[f"fill {FAULT_ROWS}"] = ("k_fill", ((F32, (FAULT_ROWS,)),), {})
+    for r in SHORT_RUN_ROWS:
+        v[f"short-run {r}"] = ("k_short_run", ((F32, (r, ROW // SHORT_RUN_PARTS)),) * SHORT_RUN_PARTS, {})
     spin = (F32, (AGE_SPIN_ROWS, ROW))
     for name in ("age", "age base"):
         fn = name.replace(" ", "_")
@@ -484,6 +498,18 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     base.cold_s_per_byte = cold
     base.curve = curve + [((n_cold + 1) * half, cold)]
     _age(base, med)
+    # runs shorter than a page: the concatenate's cost a byte, less the dispatch the model
+    # charges its program, against the curve's at its distance (its memory one call old, as
+    # the stream's points are read)
+    for r in SHORT_RUN_ROWS:
+        name = f"short-run {r}"
+        concat = _census(v[name].hlo_text)
+        if not any(a.short_run for k in concat.kernels for a in k.accesses):
+            raise RuntimeError(f"calibration: {name} compiled to no kernel that moves runs shorter than a page")
+        moved = 2.0 * 4 * r * ROW
+        d = moved + base.age_bytes_per_s * med[name]
+        dispatch = async_ if concat.operations >= cost_model.ASYNC_MIN_OPS else inline
+        base.short_run.append((d, max(med[name] - dispatch, 1e-9) / moved / base.seconds_per_byte(d)))
     # write-only memory: a broadcast into an output of s bytes, by the size written (the model
     # reads it so: cost_model's docstring says why); its 4 KiB input is noise
     base.write_curve = [(4.0 * r * ROW, max(med[f"fill {r}"] - async_, 1e-9) / (4.0 * r * ROW))

@@ -74,6 +74,8 @@ def _print_rates(rates, seconds: float) -> None:
     print(_dispatch_line(rates))
     print("memory, by reuse distance: " + ", ".join(
         f"{d / 2 ** 20:.3g} MiB {c * 1e12:.1f} ps/B" for d, c in rates.curve))
+    print("memory moved in runs shorter than a page, against the stream at the same distance: " + ", ".join(
+        f"{d / 2 ** 20:.3g} MiB {x:.2f}x" for d, x in rates.short_run))
     print(f"the memory's age: the machine's other tenants take {rates.age_bytes_per_s / 2 ** 30:.2f} GiB "
           "of the shared cache a second (memory last touched t seconds ago is priced that much further away)")
     print("compute: " + ", ".join(f"{k} {v * 1e12:.2f} ps" for k, v in rates.compute.items())

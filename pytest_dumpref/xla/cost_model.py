@@ -23,7 +23,10 @@ measured with ``timing.py``'s pinned worker:
   the rate calibrate measures (``Rates.age_bytes_per_s``), priced in ``AGE_ROUNDS`` rounds.
   Without a buffer assignment, every instruction gets its own buffer.  Of an operand the
   kernel only slices, or updates in place, it touches the cache lines of the slices
-  (``_touched_bytes``).
+  (``_touched_bytes``).  A kernel that moves memory in **runs shorter than a page**
+  (``SHORT_RUN_BYTES``: a concatenate whose operands are narrower than its output's rows, a
+  slice that cuts rows) pays each byte the stream's price times the ratio calibrate measures
+  for such runs at that distance (``Rates.short_run``).
 * *compute*: per operation class (cheap float ops, compare/select, integer, exp, tanh, log,
   divide, sqrt, rsqrt, reduce, transpose, dot and convolution flops) its element count times the
   measured seconds per element, each class measured in a loop fusion of several
@@ -107,6 +110,28 @@ shared with other tenants; pinned single thread):
   model's extra time came out above the measured by 4 % at the median of 18 runs
   (measured/model 0.926-1.019), at 4 MiB 0.957-1.035 (six quiet runs, six with a glibc
   hugepage setting, six beside two CPU burners).
+* Runs shorter than a page cost more than a stream of their bytes, and more the further
+  their memory: a concatenate of four f32[rows, 256] along the rows' dimension (XLA:CPU
+  copies each operand's row with a call to ``memmove``, 1 KiB at a time) against the stream
+  ``y = 2x`` over f32[rows, 1024], the same bytes and distance (a plain pinned loop; AMD
+  EPYC, 32 MiB L3, 2026-12-07) cost 1.05-1.19 times the stream up to 16 MiB, 1.7-2.2 at 24
+  and 32 MiB and 1.5 at 48 and 64.  A slice of half of each row, ``x[:, :512]``, against a
+  stream of the same lines cost 1.1-1.2 times it at up to 16 MiB of lines and 1.6-2.0 at 24
+  and 32; beside 8 to 32 MiB touched between calls the slice cost 1.45-1.58 times the slice
+  of half the rows, ``x[:512, :]``, and the concatenate 1.5-1.7 times one along the rows.
+  Priced as streams, concat_heads' concatenate (perf: ``memmove``) was sampled at 170-210
+  us fused and 212-262 unfused against prices of 121-132 and 128-147, in four runs of the
+  claim across programs; and halves' two unfused slices at 173-215 us together against
+  119-125, the programs' extra time above the model by 0.17-0.32 and 0.03-0.32.  The ratio
+  is calibrate's concatenate against the curve at the same distance (``Rates.short_run``),
+  applied to every byte of such a kernel, as it was measured; a loop fusion's concatenate,
+  which XLA emits element by element and not by ``memmove``, is not measured, and priced as
+  a stream.  Four calibrations gave 1.18-1.45 at 8.5 MiB and 1.28-1.88 from 17 MiB on.  In a
+  run of the claim across programs with it (its own rates), concat_heads' extra time came out
+  at measured/model - 1 = +0.093 (+0.118 at a ratio of 1) and halves' at -0.027 (+0.056); the
+  concatenate is still priced under its samples there (137.7 us fused, 150.6 unfused, against
+  178 and 217 of ``memmove``), and XLA's unfused concatenate runs 27-39 us longer than the
+  fused one's where the model gives 13: what slows it beyond its distance is not found.
 * The unfused softmax over f32[1024,1024]: the fusion it loses is the last multiply's, which
   becomes a 4 MiB broadcast temporary plus a multiply that reads it.  Per kernel (profiler,
   fastest calls, load average about 3.5): exp kernel 494 us fused, 492-507 unfused; row sum
@@ -485,6 +510,7 @@ class Access:
     # memory was last touched and is touched again: ``_elapsed`` turns them into seconds
     last: int = -1
     at: int = -1
+    short_run: bool = False       # its kernel moves memory in runs shorter than a page (short_runs)
 
 
 @dataclass
@@ -668,7 +694,9 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                            else min(float(sg[2] - sg[1]), sliced[sg]), write_only=sg not in read)
                     for sg in dict.fromkeys(segs + out)]
         written = sum(a.nbytes for a in accesses if a.write_only)
+        short = short_runs(module, inst)
         for a in accesses:
+            a.short_run = short
             if a.write_only:
                 a.written = written
         pages = 0.0
@@ -692,6 +720,40 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
 # for the whole cache, and its program at 417 us where it ran 286.
 _SLICING = frozenset({"slice", "dynamic-slice"})
 LINE = 64
+
+
+# A run shorter than a page (4 KiB, the span of the hardware's stream prefetch on the machines
+# seen) is priced at the short-run ratio (module docstring).
+SHORT_RUN_BYTES = PAGE
+
+
+def _run_bytes(part, whole) -> float:
+    """The bytes of one contiguous run of a region of shape ``part`` inside an array of
+    shape ``whole`` (same rank, same layout): its dimensions from the minor-most up to the
+    first it does not span whole; infinite where it spans the array (one run)."""
+    if part.is_tuple or whole.is_tuple or not part.element_count or len(part.dims) != len(whole.dims) \
+            or list(part.minor_to_major) != list(whole.minor_to_major):
+        return math.inf
+    run = part.byte_size / part.element_count
+    for d in part.minor_to_major:
+        run *= part.dims[d]
+        if part.dims[d] != whole.dims[d]:
+            return run
+    return math.inf
+
+
+def short_runs(module: HloModule, inst: Instruction) -> bool:
+    """Whether a kernel moves memory in runs shorter than a page (SHORT_RUN_BYTES): a
+    concatenate (XLA:CPU's, a ``memmove`` a run) whose operand's rows are narrower than its
+    output's, or a slice, alone or in a loop fusion, that cuts its operand's rows so."""
+    if inst.opcode == "concatenate":
+        return any(_run_bytes(module.entry.instruction(o).shape, inst.shape) < SHORT_RUN_BYTES
+                   for o in inst.operands)
+    if inst.opcode != "fusion" or inst.fusion_kind == "kCustom":
+        return False
+    comp = module.computations[inst.called[0]]
+    return any(x.opcode in _SLICING and _run_bytes(x.shape, comp.instruction(x.operands[0]).shape) < SHORT_RUN_BYTES
+               for x in comp.instructions)
 
 
 def _lines_bytes(shape) -> float:
@@ -811,6 +873,10 @@ class Rates:
     # touched t seconds ago is priced at its reuse distance plus t times this (module
     # docstring); 0: not measured (rates older than it), distances in bytes alone
     age_bytes_per_s: float = 0.0
+    # [(distance in bytes, ratio)], increasing: memory moved in runs shorter than a page
+    # (short_runs) against the stream at the same distance (calibrate's concatenate); empty:
+    # not measured (rates older than it), and a kernel that moves such runs is refused
+    short_run: list = field(default_factory=list)
 
     def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
         """Interpolated in log(distance) between measured points; clamped at both ends."""
@@ -836,9 +902,28 @@ class Rates:
         if a.write_only and self.write_curve:
             # the store stream's cost at the size written, or the line's fetch from its
             # reuse distance where dearer (module docstring)
-            return a.nbytes * max(self.seconds_per_byte(a.written or a.nbytes, write_only=True),
-                                  self.seconds_per_byte(distance))
-        return a.nbytes * self.seconds_per_byte(distance)
+            seconds = a.nbytes * max(self.seconds_per_byte(a.written or a.nbytes, write_only=True),
+                                     self.seconds_per_byte(distance))
+        else:
+            seconds = a.nbytes * self.seconds_per_byte(distance)
+        return seconds * self.short_run_ratio(distance) if a.short_run else seconds
+
+    def short_run_ratio(self, distance: float) -> float:
+        """The cost of memory moved in runs shorter than a page against the stream's, at
+        ``distance``: interpolated in log(distance) between measured points, clamped at both
+        ends."""
+        if not self.short_run:
+            raise CostModelError("the rates have no measured cost of runs shorter than a page "
+                                 "(rates older than the model: run calibrate again)")
+        xs = [math.log(max(d, 1.0)) for d, _ in self.short_run]
+        x = math.log(max(distance, 1.0))
+        k = bisect.bisect_left(xs, x)
+        if k == 0:
+            return self.short_run[0][1]
+        if k == len(xs):
+            return self.short_run[-1][1]
+        f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
+        return self.short_run[k - 1][1] + f * (self.short_run[k][1] - self.short_run[k - 1][1])
 
     def memory_seconds(self, kernel: Kernel, ages: dict | None = None) -> float:
         """``ages``: seconds since each access's memory was last touched (``_elapsed``)."""
@@ -894,6 +979,7 @@ class Rates:
         d = dict(d)
         d["curve"] = [tuple(p) for p in d["curve"]]
         d["write_curve"] = [tuple(p) for p in d.get("write_curve", [])]
+        d["short_run"] = [tuple(p) for p in d.get("short_run", [])]
         return cls(**d)
 
     @classmethod
@@ -985,6 +1071,10 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
     """Price ``program``; raises CostModelError naming every kernel it cannot price."""
     if program.refused:
         raise CostModelError(f"{program.source or program.module}: cannot model " + "; ".join(program.refused))
+    short = [k.name for k in program.kernels if any(a.short_run for a in k.accesses)]
+    if short and not rates.short_run:
+        raise CostModelError(f"{program.source or program.module}: {', '.join(short)}: the rates have no measured "
+                             "cost of runs shorter than a page (rates older than the model: run calibrate again)")
     worker = program.operations >= ASYNC_MIN_OPS
     dispatch = rates.dispatch_async_s if worker else rates.dispatch_inline_s
     times = _price(program, rates, {})
@@ -1005,7 +1095,8 @@ def _price(program: ProgramCost, rates: Rates, ages: dict) -> list:
             regime = f"compute ({cls}, {SCALAR_LOOP})" if k.scalar and cls != SCALAR_LOOP else f"compute ({cls})"
         else:
             far = max(k.accesses, key=lambda a: rates.access_seconds(a, ages.get(id(a), 0.0)), default=None)
-            regime = f"memory ({rates.level(rates.distance(far, ages.get(id(far), 0.0)))})" if far else "launch"
+            where = rates.level(rates.distance(far, ages.get(id(far), 0.0))) if far else ""
+            regime = (f"memory ({where}, short runs)" if far.short_run else f"memory ({where})") if far else "launch"
         times.append(KernelTime(k.name, k.kind, rates.launch_s + _body(k, mem, comp) + faults, mem, comp, faults,
                                 regime, k.nbytes, k.working_set))
     return times

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import subprocess
 import sys
@@ -255,6 +256,44 @@ def test_a_kernel_that_slices_its_operand_reads_the_lines_of_the_slice(tmp_path_
     assert [a.nbytes for a in narrow.accesses if not a.write_only] == [1024 * 64]
 
 
+def test_a_kernel_that_moves_runs_shorter_than_a_page_pays_the_short_run_ratio(tmp_path_factory):
+    """concat_heads' concatenate copies 1 KiB of each operand a row, halves' unfused slices
+    read 2 KiB of each 4 KiB row: each byte of those kernels costs the stream's price at its
+    distance times the measured ratio there.  A concatenate of rows, a slice of whole rows
+    and a plain loop kernel move whole pages and pay the stream's price."""
+    quarter = np.ones((1024, 256), np.float32)
+    heads = _analyse(_dump(tmp_path_factory, examples.concat_heads, [quarter] * 4, UNFUSED, "heads")).kernels
+    rows = _analyse(_dump(tmp_path_factory, examples.concat_rows, [np.ones((512, 1024), np.float32)] * 2,
+                          UNFUSED, "rows")).kernels
+    halves = _analyse(_dump(tmp_path_factory, examples.halves, [X], UNFUSED, "halves-short")).kernels
+    blocks = _analyse(_dump(tmp_path_factory, lambda x: x[:512, :] * 2.0, [X], None, "blocks")).kernels
+
+    def short(kernels):
+        return {k.name: {a.short_run for a in k.accesses} for k in kernels}
+    assert short(heads)["concatenate.1"] == {True}
+    assert all(v == {False} for n, v in short(heads).items() if n != "concatenate.1")
+    assert short(rows)["concatenate.1"] == {False}
+    assert {n: v for n, v in short(halves).items() if n.startswith("wrapped_slice")} == \
+        {"wrapped_slice": {True}, "wrapped_slice.1": {True}}
+    assert all(v == {False} for v in short(blocks).values())
+    r = _rates(short_run=[(1 * MiB, 1.5), (16 * MiB, 2.0)])
+    assert r.short_run_ratio(4 * MiB) == pytest.approx(1.75)          # halfway in log(distance)
+    assert r.short_run_ratio(1024) == 1.5 and r.short_run_ratio(1 << 40) == 2.0   # clamped
+    (concat,) = [k for k in heads if k.name == "concatenate.1"]
+    as_stream = [dataclasses.replace(a, short_run=False) for a in concat.accesses]
+    assert len(as_stream) == 5 and sum(a.write_only for a in as_stream) == 1      # 4 operands, 1 output
+    assert r.memory_seconds(concat) == pytest.approx(
+        sum(r.access_seconds(a) * r.short_run_ratio(a.distance) for a in as_stream), rel=1e-12)
+    assert r.memory_seconds(concat) > 1.5 * sum(map(r.access_seconds, as_stream))
+    time = cost_model.predict(_analyse(_dump(tmp_path_factory, examples.concat_heads, [quarter] * 4, UNFUSED,
+                                             "heads-priced")), r)
+    assert time.kernels[0].regime.endswith("short runs)")
+    # rates measured before the ratio was are refused for such a kernel, by its name
+    with pytest.raises(CostModelError, match=r"concatenate\.1: the rates have no measured cost of runs shorter"):
+        cost_model.predict(_analyse(_dump(tmp_path_factory, examples.concat_heads, [quarter] * 4, UNFUSED,
+                                          "heads-old")), _rates())
+
+
 def test_an_update_in_place_touches_the_lines_it_updates(tmp_path_factory):
     # kv_cache_update: the cache is copied into the output (the input is not donated), then 16
     # rows are updated in that buffer: the update's kernel touches 64 KiB of it, not 4 MiB
@@ -384,7 +423,7 @@ def test_operation_counts_follow_the_fused_computation(tmp_path_factory):
 
 
 def test_rates_round_trip_through_json(tmp_path):
-    r = _rates(machine={"cpu": "x"}, checks=[{"kernel": "fill 256"}])
+    r = _rates(machine={"cpu": "x"}, checks=[{"kernel": "fill 256"}], short_run=[(8 * MiB, 1.25)])
     path = calibrate.save(r, tmp_path / "rates.json")
     back = Rates.load(path)
     assert back == r
@@ -421,6 +460,8 @@ def test_calibration_measures_every_class(tmp_path):
     ds = [d for d, _ in rates.curve]
     assert ds == sorted(ds) and len(ds) == len(calibrate.CURVE_ROWS) + 1
     assert [d for d, _ in rates.write_curve] == [4.0 * r * 1024 for r in calibrate.WRITE_ROWS]
+    assert len(rates.short_run) == len(calibrate.SHORT_RUN_ROWS) and all(x > 0 for _, x in rates.short_run)
+    assert [d for d, _ in rates.short_run] == sorted(d for d, _ in rates.short_run)
     # far memory costs more per byte than L2-resident memory, on any machine with caches
     assert rates.seconds_per_byte(ds[-1]) > rates.seconds_per_byte(512 * 1024)
     assert rates.dispatch_async_s > rates.dispatch_inline_s > 0
@@ -556,6 +597,28 @@ def test_a_reductions_rate_is_what_its_rows_cost_beyond_reading_them(short_calib
         assert got == pytest.approx(beyond, abs=1e-15)
         # the slope alone, as before 2026-12-07, would have counted the read in the rate
         assert (r.variants[large].median - r.variants[small].median) / n > beyond + 10e-12
+
+
+def test_the_short_run_ratio_is_the_concatenates_cost_against_the_curves_at_its_distance(short_calibration):
+    """Each short-run point: the concatenate's time less its dispatch (inline: it has no
+    flops), a byte, over the curve's price at its distance (its bytes, and the tenants'
+    while its memory waited one call).  A concatenate that takes 1.5 times the stream's price
+    gives a ratio of 1.5 at every size."""
+    import copy
+    run = copy.deepcopy(short_calibration)
+    rates = calibrate.rates_from(run)
+    for r in calibrate.SHORT_RUN_ROWS:
+        s = 2.0 * 4 * r * calibrate.ROW
+        t = rates.dispatch_inline_s + 1.5 * s * rates.seconds_per_byte(s)
+        for _ in range(20):          # its distance moves with its own time (the age)
+            t = rates.dispatch_inline_s + 1.5 * s * rates.seconds_per_byte(s + rates.age_bytes_per_s * t)
+        v = run.variants[f"short-run {r}"]
+        v.samples = [t] * len(v.samples)
+    got = calibrate.rates_from(run).short_run
+    assert [x for _, x in got] == pytest.approx([1.5] * len(calibrate.SHORT_RUN_ROWS), rel=1e-6)
+    assert [d for d, _ in got] == pytest.approx(
+        [2.0 * 4 * r * calibrate.ROW + rates.age_bytes_per_s * run.variants[f"short-run {r}"].median
+         for r in calibrate.SHORT_RUN_ROWS])
 
 
 def test_a_slow_mode_of_a_floor_chain_does_not_move_its_floor(short_calibration):
