@@ -1800,6 +1800,7 @@ class Access:
     # memory was last touched and is touched again: ``_elapsed`` turns them into seconds
     last: int = -1
     at: int = -1
+    short_run: bool = False       # its kernel moves memory in runs shorter than a page (short_runs)
 
 @dataclass
 class Kernel:
@@ -1979,7 +1980,9 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
                            else min(float(sg[2] - sg[1]), sliced[sg]), write_only=sg not in read)
                     for sg in dict.fromkeys(segs + out)]
         written = sum(a.nbytes for a in accesses if a.write_only)
+        short = short_runs(module, inst)
         for a in accesses:
+            a.short_run = short
             if a.write_only:
                 a.written = written
         pages = 0.0
@@ -2003,6 +2006,37 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
 _SLICING = frozenset({"slice", "dynamic-slice"})
 
 LINE = 64
+
+# A run shorter than a page (4 KiB, the span of the hardware's stream prefetch on the machines
+# seen) is priced at the short-run ratio (module docstring).
+SHORT_RUN_BYTES = PAGE
+
+def _run_bytes(part, whole) -> float:
+    """The bytes of one contiguous run of a region of shape ``part`` inside an array of
+    shape ``whole`` (same rank, same layout): its dimensions from the minor-most up to the
+    first it does not span whole; infinite where it spans the array (one run)."""
+    if part.is_tuple or whole.is_tuple or not part.element_count or len(part.dims) != len(whole.dims) \
+            or list(part.minor_to_major) != list(whole.minor_to_major):
+        return math.inf
+    run = part.byte_size / part.element_count
+    for d in part.minor_to_major:
+        run *= part.dims[d]
+        if part.dims[d] != whole.dims[d]:
+            return run
+    return math.inf
+
+def short_runs(module: HloModule, inst: Instruction) -> bool:
+    """Whether a kernel moves memory in runs shorter than a page (SHORT_RUN_BYTES): a
+    concatenate (XLA:CPU's, a ``memmove`` a run) whose operand's rows are narrower than its
+    output's, or a slice, alone or in a loop fusion, that cuts its operand's rows so."""
+    if inst.opcode == "concatenate":
+        return any(_run_bytes(module.entry.instruction(o).shape, inst.shape) < SHORT_RUN_BYTES
+                   for o in inst.operands)
+    if inst.opcode != "fusion" or inst.fusion_kind == "kCustom":
+        return False
+    comp = module.computations[inst.called[0]]
+    return any(x.opcode in _SLICING and _run_bytes(x.shape, comp.instruction(x.operands[0]).shape) < SHORT_RUN_BYTES
+               for x in comp.instructions)
 
 def _lines_bytes(shape) -> float:
     """The bytes of the cache lines a region of this shape covers inside a larger array: a
@@ -2116,6 +2150,10 @@ class Rates:
     # touched t seconds ago is priced at its reuse distance plus t times this (module
     # docstring); 0: not measured (rates older than it), distances in bytes alone
     age_bytes_per_s: float = 0.0
+    # [(distance in bytes, ratio)], increasing: memory moved in runs shorter than a page
+    # (short_runs) against the stream at the same distance (calibrate's concatenate); empty:
+    # not measured (rates older than it), and a kernel that moves such runs is refused
+    short_run: list = field(default_factory=list)
 
     def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
         """Interpolated in log(distance) between measured points; clamped at both ends."""
@@ -2141,9 +2179,28 @@ class Rates:
         if a.write_only and self.write_curve:
             # the store stream's cost at the size written, or the line's fetch from its
             # reuse distance where dearer (module docstring)
-            return a.nbytes * max(self.seconds_per_byte(a.written or a.nbytes, write_only=True),
-                                  self.seconds_per_byte(distance))
-        return a.nbytes * self.seconds_per_byte(distance)
+            seconds = a.nbytes * max(self.seconds_per_byte(a.written or a.nbytes, write_only=True),
+                                     self.seconds_per_byte(distance))
+        else:
+            seconds = a.nbytes * self.seconds_per_byte(distance)
+        return seconds * self.short_run_ratio(distance) if a.short_run else seconds
+
+    def short_run_ratio(self, distance: float) -> float:
+        """The cost of memory moved in runs shorter than a page against the stream's, at
+        ``distance``: interpolated in log(distance) between measured points, clamped at both
+        ends."""
+        if not self.short_run:
+            raise CostModelError("the rates have no measured cost of runs shorter than a page "
+                                 "(rates older than the model: run calibrate again)")
+        xs = [math.log(max(d, 1.0)) for d, _ in self.short_run]
+        x = math.log(max(distance, 1.0))
+        k = bisect.bisect_left(xs, x)
+        if k == 0:
+            return self.short_run[0][1]
+        if k == len(xs):
+            return self.short_run[-1][1]
+        f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
+        return self.short_run[k - 1][1] + f * (self.short_run[k][1] - self.short_run[k - 1][1])
 
     def memory_seconds(self, kernel: Kernel, ages: dict | None = None) -> float:
         """``ages``: seconds since each access's memory was last touched (``_elapsed``)."""
@@ -2199,6 +2256,7 @@ class Rates:
         d = dict(d)
         d["curve"] = [tuple(p) for p in d["curve"]]
         d["write_curve"] = [tuple(p) for p in d.get("write_curve", [])]
+        d["short_run"] = [tuple(p) for p in d.get("short_run", [])]
         return cls(**d)
 
     @classmethod
@@ -2285,6 +2343,10 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
     """Price ``program``; raises CostModelError naming every kernel it cannot price."""
     if program.refused:
         raise CostModelError(f"{program.source or program.module}: cannot model " + "; ".join(program.refused))
+    short = [k.name for k in program.kernels if any(a.short_run for a in k.accesses)]
+    if short and not rates.short_run:
+        raise CostModelError(f"{program.source or program.module}: {', '.join(short)}: the rates have no measured "
+                             "cost of runs shorter than a page (rates older than the model: run calibrate again)")
     worker = program.operations >= ASYNC_MIN_OPS
     dispatch = rates.dispatch_async_s if worker else rates.dispatch_inline_s
     times = _price(program, rates, {})
@@ -2304,7 +2366,8 @@ def _price(program: ProgramCost, rates: Rates, ages: dict) -> list:
             regime = f"compute ({cls}, {SCALAR_LOOP})" if k.scalar and cls != SCALAR_LOOP else f"compute ({cls})"
         else:
             far = max(k.accesses, key=lambda a: rates.access_seconds(a, ages.get(id(a), 0.0)), default=None)
-            regime = f"memory ({rates.level(rates.distance(far, ages.get(id(far), 0.0)))})" if far else "launch"
+            where = rates.level(rates.distance(far, ages.get(id(far), 0.0))) if far else ""
+            regime = (f"memory ({where}, short runs)" if far.short_run else f"memory ({where})") if far else "launch"
         times.append(KernelTime(k.name, k.kind, rates.launch_s + _body(k, mem, comp) + faults, mem, comp, faults,
                                 regime, k.nbytes, k.working_set))
     return times
@@ -2605,6 +2668,10 @@ ONE_OP_ROWS = (8, 32)
 
 ONE_OP_CHAIN = 16                             # one-op kernels a call (k_mul_chain)
 
+# The short-run kernel's sizes (k_short_run): 8 to 48 MiB touched a call, from where its
+# runs began to cost more than a stream's (16 MiB and beyond on an AMD EPYC) to memory
+SHORT_RUN_ROWS = (1024, 1536, 2048, 3072, 4096, 6144)
+
 WRITE_ROWS = (256, 1024, 2048, 4096, 6144)   # below 32 MiB: from the heap, never faulted
 
 FAULT_ROWS = 8192                             # 32 MiB: mapped afresh every call by glibc
@@ -2664,6 +2731,18 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     base.cold_s_per_byte = cold
     base.curve = curve + [((n_cold + 1) * half, cold)]
     _age(base, med)
+    # runs shorter than a page: the concatenate's cost a byte, less the dispatch the model
+    # charges its program, against the curve's at its distance (its memory one call old, as
+    # the stream's points are read)
+    for r in SHORT_RUN_ROWS:
+        name = f"short-run {r}"
+        concat = _census(v[name].hlo_text)
+        if not any(a.short_run for k in concat.kernels for a in k.accesses):
+            raise RuntimeError(f"calibration: {name} compiled to no kernel that moves runs shorter than a page")
+        moved = 2.0 * 4 * r * ROW
+        d = moved + base.age_bytes_per_s * med[name]
+        dispatch = async_ if concat.operations >= cost_model.ASYNC_MIN_OPS else inline
+        base.short_run.append((d, max(med[name] - dispatch, 1e-9) / moved / base.seconds_per_byte(d)))
     # write-only memory: a broadcast into an output of s bytes, by the size written (the model
     # reads it so: cost_model's docstring says why); its 4 KiB input is noise
     base.write_curve = [(4.0 * r * ROW, max(med[f"fill {r}"] - async_, 1e-9) / (4.0 * r * ROW))
