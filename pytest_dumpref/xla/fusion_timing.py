@@ -95,8 +95,9 @@ class UndoTiming:
                          lang="python", beside=True)
         evidence.excerpt("model_timed.py, one of the cost model's runs as it ran (timing.worker_listing of "
                          "the model's plan: the claim's variants beside the calibration kernels that give "
-                         "the model its rates)", timing.worker_listing(model_plan, "model_program.py"), lang="python",
-                         beside=True)
+                         f"the model its rates, in {model_plan.rounds} interleaved rounds of "
+                         f"{model_plan.calls_per_round} calls a variant, not the claim's own timing's rounds)",
+                         timing.worker_listing(model_plan, "model_program.py"), lang="python", beside=True)
         evidence.excerpt("cost_model.py, the kernel cost model as it ran, whole, with the rates it reads from "
                          "a timing run's calibration kernels and the readers it uses (calibrate.model_listing; "
                          "the claim 'The time of undoing the pass, across programs' keeps the same file)",
@@ -112,11 +113,12 @@ class UndoTiming:
             "hints, which the model does not read), then cost_model.py prints each module's price (saved "
             "as prices.txt), and the last command prints the measured extra time (the median of the "
             "rounds' paired differences, as statistic.py computes it), the model's (the unfused price "
-            "less the fused one) and measured/model.  Another run: timed.py again and the last two "
-            "commands (they write over run.json and prices.txt: copy those first to keep them; the "
-            "dumps stay).  This claim runs "
-            "cost_model.py so on its first run's timings and its own dumps, and the prices printed are "
-            "the first run's model, to the last bit",
+            "less the fused one) and measured/model.  Another run, in the same shell (in a new one, "
+            "'. venv/bin/activate' first): timed.py again and the last two commands (they write over "
+            "run.json and prices.txt: copy those first to keep them; the dumps stay).  This claim runs "
+            "cost_model.py so on its first run's timings and its own dumps, and the prices it prints are "
+            "the first run's model to the last bit (the first row of the table of the model's runs, "
+            "rounded there to 0.1 us; a reader's run prints its own)",
             install_command() + "\n" + timing.run_command("timed.py", "run.json") + "\n"
             + dump_commands([program]) + "\n" + MODEL_FROM_THE_PAGE, lang="bash", fold=True)
         return out
