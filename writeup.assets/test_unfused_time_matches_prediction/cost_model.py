@@ -2129,6 +2129,21 @@ def _reuse_distances(kernels: list) -> None:
             add(t, size)
             last[s_] = t
 
+def _by_distance(points: list, distance: float) -> float:
+    """The value of ``points`` ([(distance, value)], increasing) at ``distance``: interpolated
+    in log(distance) between them, clamped at both ends."""
+    xs = [math.log(max(d, 1.0)) for d, _ in points]
+    x = math.log(max(distance, 1.0))
+    k = bisect.bisect_left(xs, x)
+    if k == 0:
+        return points[0][1]
+    if k == len(xs):
+        return points[-1][1]
+    f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
+    return points[k - 1][1] + f * (points[k][1] - points[k - 1][1])
+
+NO_SHORT_RUN = "no measured cost of runs shorter than a page (rates older than the model: run calibrate again)"
+
 @dataclass
 class Rates:
     """This machine's rates (``calibrate.py`` measures them; JSON round-trips)."""
@@ -2157,16 +2172,7 @@ class Rates:
 
     def seconds_per_byte(self, distance: float, *, write_only: bool = False) -> float:
         """Interpolated in log(distance) between measured points; clamped at both ends."""
-        curve = self.write_curve if write_only and self.write_curve else self.curve
-        xs = [math.log(max(d, 1.0)) for d, _ in curve]
-        x = math.log(max(distance, 1.0))
-        k = bisect.bisect_left(xs, x)
-        if k == 0:
-            return curve[0][1]
-        if k == len(xs):
-            return curve[-1][1]
-        f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
-        return curve[k - 1][1] + f * (curve[k][1] - curve[k - 1][1])
+        return _by_distance(self.write_curve if write_only and self.write_curve else self.curve, distance)
 
     def distance(self, a: Access, aged: float = 0.0) -> float:
         """The distance the access is priced at: its reuse distance, plus the bytes the
@@ -2190,17 +2196,8 @@ class Rates:
         ``distance``: interpolated in log(distance) between measured points, clamped at both
         ends."""
         if not self.short_run:
-            raise CostModelError("the rates have no measured cost of runs shorter than a page "
-                                 "(rates older than the model: run calibrate again)")
-        xs = [math.log(max(d, 1.0)) for d, _ in self.short_run]
-        x = math.log(max(distance, 1.0))
-        k = bisect.bisect_left(xs, x)
-        if k == 0:
-            return self.short_run[0][1]
-        if k == len(xs):
-            return self.short_run[-1][1]
-        f = (x - xs[k - 1]) / (xs[k] - xs[k - 1])
-        return self.short_run[k - 1][1] + f * (self.short_run[k][1] - self.short_run[k - 1][1])
+            raise CostModelError(f"the rates have {NO_SHORT_RUN}")
+        return _by_distance(self.short_run, distance)
 
     def memory_seconds(self, kernel: Kernel, ages: dict | None = None) -> float:
         """``ages``: seconds since each access's memory was last touched (``_elapsed``)."""
@@ -2345,8 +2342,7 @@ def predict(program: ProgramCost, rates: Rates) -> Prediction:
         raise CostModelError(f"{program.source or program.module}: cannot model " + "; ".join(program.refused))
     short = [k.name for k in program.kernels if any(a.short_run for a in k.accesses)]
     if short and not rates.short_run:
-        raise CostModelError(f"{program.source or program.module}: {', '.join(short)}: the rates have no measured "
-                             "cost of runs shorter than a page (rates older than the model: run calibrate again)")
+        raise CostModelError(f"{program.source or program.module}: {', '.join(short)}: the rates have {NO_SHORT_RUN}")
     worker = program.operations >= ASYNC_MIN_OPS
     dispatch = rates.dispatch_async_s if worker else rates.dispatch_inline_s
     times = _price(program, rates, {})
@@ -2367,7 +2363,7 @@ def _price(program: ProgramCost, rates: Rates, ages: dict) -> list:
         else:
             far = max(k.accesses, key=lambda a: rates.access_seconds(a, ages.get(id(a), 0.0)), default=None)
             where = rates.level(rates.distance(far, ages.get(id(far), 0.0))) if far else ""
-            regime = (f"memory ({where}, short runs)" if far.short_run else f"memory ({where})") if far else "launch"
+            regime = "launch" if far is None else f"memory ({where}, short runs)" if far.short_run else f"memory ({where})"
         times.append(KernelTime(k.name, k.kind, rates.launch_s + _body(k, mem, comp) + faults, mem, comp, faults,
                                 regime, k.nbytes, k.working_set))
     return times
