@@ -1,4 +1,4 @@
-"""What the kernel cost model (xla/cost_model.py) costs to calibrate and to use.
+"""What the kernel cost model (xla/cpu/cost_model.py) costs to calibrate and to use.
 
 - Calibration: ``calibrate.calibrate()`` at its defaults (10 interleaved rounds of 5 calls of
   every micro-kernel in timing.py's pinned worker, compiles included).  Goal (issue 18):
@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import pytest
 
 from pytest_dumpref.examples import block_stack, transformer_params
-from pytest_dumpref.xla import calibrate, cost_model, hlo
+from pytest_dumpref.xla import hlo
+from pytest_dumpref.xla.cpu import calibrate, cost_model
 from pytest_dumpref.xla.dump import DumpSession
 from pytest_dumpref.xla.passes import pass_changes
 

@@ -15,7 +15,7 @@ The decision studied: the pass fuses ``broadcast.1`` into ``multiply`` but refus
 ``divide`` into that fusion, in its own words "Fusion is not profitable."  The claims below
 
   1.  argue that decision from XLA's CPU fusion policy, restated as a model that replays the
-      pass and predicts every decision in its log (pytest_dumpref/xla/fusion_policy.py; 1b:
+      pass and predicts every decision in its log (pytest_dumpref/xla/cpu/fusion_policy.py; 1b:
       the same model on the textbook case, exp with two consumers, library rewriter off);
   2.  predict the bytes that undoing the pass's fusions costs, exactly, and verify them;
   3.  predict the time those bytes cost at the bandwidth measured in the same run, pinned and
@@ -43,11 +43,11 @@ import pytest
 from pytest_dumpref import timing
 from pytest_dumpref.examples import softmax
 from pytest_dumpref.timing import TimingPlan, run_plan
-from pytest_dumpref.xla import fusion_policy, fusion_programs
-from pytest_dumpref.xla.fusion import (fused_opcodes, module_fusion, record_undo_measured,
+from pytest_dumpref.xla.cpu import fusion_policy, fusion_programs
+from pytest_dumpref.xla.cpu.fusion import (fused_opcodes, module_fusion, record_undo_measured,
                                        record_undo_prediction, softmax_normalisation)
-from pytest_dumpref.xla.fusion_programs import HELD_OUT, M, SUITE, TIMED, WRITTEN_AFTER
-from pytest_dumpref.xla.fusion_timing import ProgramTimes, UndoTiming
+from pytest_dumpref.xla.cpu.fusion_programs import HELD_OUT, M, SUITE, TIMED, WRITTEN_AFTER
+from pytest_dumpref.xla.cpu.fusion_timing import ProgramTimes, UndoTiming
 from pytest_dumpref.xla.passes import record_entry
 
 pytestmark = pytest.mark.fusion
@@ -91,7 +91,7 @@ def test_broadcast_fused_reciprocal_refused(dump, evidence):
     record_entry(evidence, "entry computation before the fusion pass", before)
 
     # The compiler's own words, and every decision of the pass predicted by the restated
-    # policy (pytest_dumpref/xla/fusion_policy.py, replaying the pass on the snapshot it saw).
+    # policy (pytest_dumpref/xla/cpu/fusion_policy.py, replaying the pass on the snapshot it saw).
     mf = module_fusion(d)
     mf.record(evidence, "every decision of the fusion pass, in its order: the compiler's log against "
               "the model (refusals end '; multi-output fusion not supported by this pass' in both; "
@@ -413,7 +413,7 @@ def test_large_size_has_no_decision_and_times_allocation(dump, unfused, evidence
 
 # ---- 5. the policy, across programs -----------------------------------------------------------
 
-# The programs and their inputs: pytest_dumpref/xla/fusion_programs.py.  Every decision is
+# The programs and their inputs: pytest_dumpref/xla/cpu/fusion_programs.py.  Every decision is
 # compared exactly; a model without any one of its rules mispredicts at least one (the
 # knock-out table).  Of the bytes against the time, only the ranking held in every run
 # (docs/timing-bounds.md).
@@ -422,7 +422,7 @@ RANK_CORRELATION = 0.6
 
 @pytest.mark.claim(
     "The restated policy is XLA's CPU fusion pass, not a story about one decision: replayed "
-    "on the module the pass saw, the model in pytest_dumpref/xla/fusion_policy.py predicts "
+    "on the module the pass saw, the model in pytest_dumpref/xla/cpu/fusion_policy.py predicts "
     f"every decision the pass logs, in its order and in its words, for {len(SUITE)} programs of a "
     "model (norms, activations, MLP blocks, attention scores and rotary embeddings, losses, "
     f"optimizer updates, gradients, a convolution), for {len(HELD_OUT)} programs it was not built on "
@@ -515,7 +515,7 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
                      extra_error=EXTRA_TIME_GOAL["median"])
     t.record_goals(evidence, EXTRA_TIME_GOAL)
     evidence.note("Where the model misses (the per-program table's last column and the table by class): the "
-                  "run's worker is sampled by Linux perf (cpu-clock at 4 kHz; pytest_dumpref/xla/kernel_perf.py), "
+                  "run's worker is sampled by Linux perf (cpu-clock at 4 kHz; pytest_dumpref/xla/cpu/kernel_perf.py), "
                   "and each variant's measured time is spread over its kernels in proportion to their samples "
                   "in its timed calls, so that a program's miss of its extra time (measured less model) splits "
                   "exactly into its kernels' misses, in the rounds that measured the model's rates. Kernels of "
@@ -529,7 +529,7 @@ def test_policy_predicts_time_across_programs(dump, evidence, tmp_path):
     printed, priced_here = t.record_model_from_the_page(evidence, tmp_path / "model-from-the-page")
     assert printed == priced_here, (printed[:4], priced_here[:4])
     evidence.note("Method: " + t.run.method() + "; every program's three variants and the cost model's "
-                  "calibration kernels (pytest_dumpref/xla/calibrate.py) in the same rounds; the model's "
+                  "calibration kernels (pytest_dumpref/xla/cpu/calibrate.py) in the same rounds; the model's "
                   "rates come from those kernels (calibrate.rates_from), and it prices the optimized "
                   "module of each variant with its buffer assignment (calibrate.predict_dump). The claim "
                   "holds when every program's measured extra time is above zero, the Spearman rank "

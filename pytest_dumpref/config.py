@@ -39,6 +39,7 @@ class DumprefConfig:
     measured: Rule = field(default_factory=Rule)            # how the check judges measured values
     benchmark_tolerance: float | None = None                # pytest-benchmark claims: None = by noise
     section_word: str = "study"                             # what the write-up calls a section
+    recordings: str = "recordings"                          # evidence recorded on a chip (recording.py)
     source: str = "(defaults)"
     # Set by the plugin from its extensions (pytest_dumpref.hookspec), not by [tool.dumpref]:
     # the environment table's rows, (name, rule, rank), and what a claim's evidence folders hold.
@@ -65,11 +66,12 @@ def load(pyproject: Path | None) -> DumprefConfig:
         raise ConfigError(f"{pyproject}: not valid TOML: {e}") from None
     raw = data.get("tool", {}).get("dumpref", {})
     known = {"title", "intro", "intro_file", "sections", "section_titles", "section_intros",
-             "default_tolerances", "claims", "setup", "measured", "benchmark_tolerance", "section_word"}
+             "default_tolerances", "claims", "setup", "measured", "benchmark_tolerance", "section_word",
+             "recordings"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{pyproject}: [tool.dumpref] has unknown keys {unknown}; known: {sorted(known)}")
-    for key in ("title", "intro", "intro_file", "setup", "section_word"):
+    for key in ("title", "intro", "intro_file", "setup", "section_word", "recordings"):
         if key in raw and not isinstance(raw[key], str):
             raise ConfigError(f"{pyproject}: [tool.dumpref] {key} must be a string, got {raw[key]!r}")
     word = raw.get("section_word", "study")

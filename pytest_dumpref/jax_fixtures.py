@@ -65,12 +65,27 @@ def versions() -> dict:
     import jaxlib
     import numpy   # the claims' inputs are numpy arrays: its generators and printing are numpy's
 
-    return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", jaxlib.version.__version__),
-            "numpy": numpy.__version__}
+    out = {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", jaxlib.version.__version__),
+           "numpy": numpy.__version__}
+    if _libtpu_installed():   # the TPU's compiler and runtime: a version of their own
+        import libtpu
+        out["libtpu"] = str(getattr(libtpu, "__version__", "unknown"))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _libtpu_installed() -> bool:
+    try:
+        return importlib.util.find_spec("libtpu") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def pytest_dumpref_environment_fields():
-    return FIELDS if _jax_installed() else None   # no jax: no rows of it, not rows "(not set)"
+    if not _jax_installed():
+        return None   # no jax: no rows of it, not rows "(not set)"
+    # libtpu's row only where it is installed: a CPU machine's table has no "(not set)" for it
+    return FIELDS + [("libtpu", "machine", 42)] if _libtpu_installed() else FIELDS
 
 
 def pytest_dumpref_environment(rootdir):
@@ -108,9 +123,54 @@ def pytest_benchmark_update_machine_info(config, machine_info):
 
 
 @pytest.fixture
-def _dump_session(tmp_path, evidence):
+def _dump_session(tmp_path, evidence, dumpref_recording):
+    from .recording import RecordingError
     from .xla.dump import DumpSession
-    return DumpSession(tmp_path / "xla-dumps", evidence)
+    problem = None
+    try:
+        recorded = _recorded_dumps(dumpref_recording, evidence) if dumpref_recording else None
+    except RecordingError as e:
+        problem = str(e)
+    if problem:     # the claim cannot run: no recording to replay, or one it must not use
+        pytest.fail(problem, pytrace=False)
+    yield DumpSession(tmp_path / "xla-dumps", evidence, recorded)
+    if recorded is not None and recorded.mode == "record" and recorded.recording.entries:
+        recorded.recording.write()
+
+
+THIS_RUN = {"replay": "replayed from the recording: nothing compiled",
+            "live": "measured live on the chip (the recording left as it is)",
+            "record": "measured live on the chip and recorded"}
+
+
+def _recorded_dumps(plan, evidence):
+    """How the dump fixtures treat a claim marked platform(name) (pytest_dumpref/recording.py):
+    live, live and recorded, or replayed; and, as the claim's evidence, where and when its
+    evidence was recorded and what this run did."""
+    import datetime
+
+    import jax
+
+    from .claims import varies
+    from .recording import Recording, check_chip, choose
+    from .xla.dump import RecordedDumps
+    mode = choose(plan.mode, plan.platform, jax.default_backend(), plan.path, plan.claim)
+    if mode == "record":
+        env = {k: v for k, v in versions().items() if k != "numpy"}
+        recording = Recording(plan.path, plan.claim, plan.platform, observed_chip(plan.platform) or plan.platform,
+                              env, datetime.date.today().isoformat())
+    else:
+        recording = Recording.open(plan.path, plan.claim)
+        if recording.platform != plan.platform:
+            from .recording import RecordingError
+            raise RecordingError(f"{plan.claim}: its recording {plan.path} was made on {recording.platform}, "
+                                 f"and the claim needs {plan.platform}")
+    check_chip(recording, plan.declared_chip)
+    evidence.table(f"where this claim's evidence was measured ({plan.platform}: recorded there, replayed elsewhere)",
+                   [{"recording": plan.shown_path(), "chip": recording.chip, "recorded on": recording.recorded,
+                     "recorded with": ", ".join(f"{k} {v}" for k, v in sorted(recording.environment.items())),
+                     "this run": varies(THIS_RUN[mode])}])
+    return RecordedDumps(mode, recording)
 
 
 @pytest.fixture

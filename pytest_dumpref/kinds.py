@@ -63,7 +63,7 @@ EXCERPT_FOLD = 8
 # of a few hundred lines (the minimal plugin's C, 12 KB) stays in the page, folded.
 EXCERPT_KEPT_BESIDE = 16 * 1024
 # The file name a kept excerpt takes: the first file name its title gives, "fusion_model.py: ..."
-# or "the cost model (pytest_dumpref/xla/cost_model.py, whole)", without its folders.
+# or "the cost model (pytest_dumpref/xla/cpu/cost_model.py, whole)", without its folders.
 _TITLE_FILE = re.compile(r"(?<![\w.-])(?:[\w.-]+/)*([A-Za-z_][\w-]*\.(?:py|c|h|cc|cpp|txt|json|toml|md|sh|hlo|mlir|yml|yaml))"
                          r"(?![\w.-])")
 # A note of at least this many characters that several claims record is rendered under the

@@ -21,6 +21,7 @@ import pytest
 
 from . import config as dumpref_config
 from .claims import ClaimError, Evidence, varies
+from .recording import RecordingPlan, path_for
 from .session import DumprefSession, Machine, MarkerError, parse_claim_marker, parse_provenance_marker
 from .writeup import WriteupError
 
@@ -39,6 +40,8 @@ MARKERS = {
     "provenance": "provenance(*, dtype, shapes, method, chip=None): what the claim was measured on and how",
     "benchmark_tolerance": "benchmark_tolerance(rel): --dumpref-check compares this claim's pytest-benchmark "
                            "times within a relative tolerance instead of by their noise",
+    "platform": "platform(name): this claim's evidence needs the jax platform name (\"tpu\"): measured "
+                "there and recorded, replayed from its recording elsewhere (--dumpref-record)",
 }
 
 
@@ -70,6 +73,11 @@ def pytest_addoption(parser):
                     help="render the passing claims into a Markdown write-up at PATH")
     group.addoption("--dumpref-check", metavar="PATH", default=None,
                     help="re-run the claims and fail unless they reproduce the write-up at PATH")
+    group.addoption("--dumpref-record", choices=("none", "once", "all"), default=None,
+                    help="claims marked platform(name): 'once' (default) measures them live where jax's "
+                         "default backend is that platform, recording those without a recording, and "
+                         "replays them elsewhere; 'all' records every one again (on the platform only); "
+                         "'none' replays even on the platform")
 
 
 def _pyproject(config):
@@ -162,6 +170,24 @@ def pytest_collection_modifyitems(session, config, items):
         # node ids decide
         record.order = int(item.location[1] or 0)
         item.stash[_RECORD_KEY] = record
+
+
+@pytest.fixture
+def dumpref_recording(request) -> RecordingPlan | None:
+    """For a claim marked ``platform(name)``: where its recording is, the mode, the platform and
+    the chip its provenance declares (the fixtures that compile decide live or replay);
+    None for any other test."""
+    marker = request.node.get_closest_marker("platform")
+    if marker is None:
+        return None
+    if len(marker.args) != 1 or not isinstance(marker.args[0], str) or marker.kwargs:
+        raise pytest.UsageError(f"pytest-dumpref: {request.node.nodeid}: @pytest.mark.platform takes one "
+                                f"platform name, as jax.default_backend() says it (\"tpu\")")
+    cfg = _session(request.config).config
+    prov = request.node.get_closest_marker("provenance")
+    return RecordingPlan(path_for(request.config.rootpath / cfg.recordings, request.node.nodeid),
+                         request.config.getoption("dumpref_record"), marker.args[0], request.node.nodeid,
+                         prov.kwargs.get("chip") if prov else None, request.config.rootpath)
 
 
 @pytest.fixture

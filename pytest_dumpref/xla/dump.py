@@ -5,16 +5,8 @@ One reader serves both the fixtures (``DumpSession.dump`` / ``.unfused``) and th
 (``tour``, for folders written anywhere with ``XLA_FLAGS=--xla_dump_to=DIR``), so what a claim
 sees and what a user sees are the same thing.
 
-File names XLA writes (one module = one ``module_NNNN.<name>`` prefix)::
-
-    module_0004.jit_softmax.before_optimizations.txt
-    module_0004.jit_softmax.0017.HLO_passes_after_layout_assignment.after_fusion.before_fusion-wrapper.txt
-    module_0004.jit_softmax.0020.copy-insertion.after_adding_copies_to_resolve_interference.txt
-    module_0004.jit_softmax.cpu_after_optimizations.txt      (GPU: sm_9.0_gpu_after_optimizations)
-    module_0004.jit_softmax.cpu_after_optimizations-buffer-assignment.txt
-    module_0004.jit_softmax.cpu_after_optimizations-memory-usage-report.txt
-
-The four-digit step counts snapshots per module, so it orders them in execution order.
+How a backend names its files (the CPU's, the TPU's, the GPU's) is ``naming.py``'s table;
+this file asks it and never parses a file name itself.
 """
 from __future__ import annotations
 
@@ -28,19 +20,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterable
 
-from . import xla_private
-from .fusion_log import fusion_decisions_in_folder, fusion_log_files
+from . import naming, xla_private
+from .fusion_log import LOG_SUFFIXES, fusion_decisions_in_folder, fusion_log_files
 from .hlo import HloParseError, parse_module
 from .traffic import module_traffic
-
-# What a dump file name says.  The module name may itself contain dots, so the step (4+ digits
-# between dots) and the fixed suffixes are what anchor the split.
-_PREFIX = re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)$")
-_BEFORE_OPT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+)\.before_optimizations\.txt$")
-_SNAPSHOT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?P<step>\d{4,})\.(?P<rest>.+)\.txt$")
-_AFTER_OPT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+)\.(?P<platform>[^.]*?)_?after_optimizations"
-                        r"(?P<kind>-[a-z-]+)?\.txt$")
-_STAGE = re.compile(r"^(?P<pipeline>.+?)\.after_(?P<after>.+?)(?:\.before_(?P<before>.+))?$")
 
 # Dump files whose bytes differ between two identical compiles (checked by
 # tests/xla_dumps/test_dump_files.py): the debug options embed the dump path and run-specific
@@ -136,12 +119,19 @@ def parse_file(path: Path, text: str | None = None):
         raise DumpError(msg if str(path) in msg else f"{path}: {msg}") from None
 
 
-def parse_stage(rest: str) -> tuple[str, str, str | None]:
-    """``<pipeline>.after_<pass>[.before_<pass>]`` -> (pipeline, after, before)."""
-    m = _STAGE.match(rest)
-    if not m:
-        raise ValueError(rest)
-    return m.group("pipeline"), m.group("after"), m.group("before")
+def snapshots_of(files: "ModuleFiles") -> list[Snapshot]:
+    """The pass snapshots of one module's files, in step order; DumpError naming the file whose
+    name is not a snapshot's (``naming.parse_stage``)."""
+    out: list[Snapshot] = []
+    previous = None
+    for step, rest, path in files.snapshot_paths:
+        try:
+            previous = naming.parse_stage(rest, previous)
+        except ValueError:
+            raise DumpError(f"{path}: not a pass snapshot name (expected <step>.<pipeline>."
+                            f"after_<pass>[.before_<pass>] or <step>.<pass>.before_<stage>)") from None
+        out.append(Snapshot(step, previous.pipeline, previous.after, previous.before, path))
+    return out
 
 
 # ---- the files of one module in a folder ---------------------------------------------------
@@ -158,6 +148,17 @@ class ModuleFiles:
     memory_usage_report: Path | None = None
     snapshot_paths: list = field(default_factory=list)   # (step, rest, path)
     other: list = field(default_factory=list)
+    tails: list = field(default_factory=list)            # every file name after the module's
+    backend: str | None = None                           # by naming.backend_of_names
+    debug_options: Path | None = None                    # the compile's options, as text
+
+    def disabled_passes(self) -> list[str]:
+        """The passes the compile was told to skip (``xla_disable_hlo_passes`` in the
+        ``debug_options`` file XLA writes beside the module); [] without that file."""
+        if self.debug_options is None:
+            return []
+        m = re.search(r'^\s*xla_disable_hlo_passes:\s*"([^"]*)"', read_text(self.debug_options), re.M)
+        return [p for p in (m.group(1).split(",") if m else []) if p]
 
     @property
     def key(self) -> str:
@@ -215,48 +216,45 @@ def _discover(folder: Path) -> list[ModuleFiles]:
     # is never mistaken for "<name>.<step>".
     known: dict[str, str] = {}
     for n in names:
-        m = _BEFORE_OPT.match(n)
-        if m:
-            get(m["id"], m["name"]).before_optimizations = folder / n
-            known[m["id"]] = m["name"]
+        found = naming.module_of_name(n)
+        if found:
+            get(*found).before_optimizations = folder / n
+            known[found[0]] = found[1]
     for n in names:
-        m = _PREFIX.match(n)
-        if not m or _BEFORE_OPT.match(n):
+        split = naming.split_prefix(n)
+        if not split or naming.module_of_name(n):
             continue
-        mid = m["id"]
+        mid, rest = split
         name = known.get(mid)
         if name is None:
             # a module without before_optimizations: best guess at its name
-            s = _SNAPSHOT.match(n) or _AFTER_OPT.match(n)
-            if not s:
+            name = naming.guess_module_name(n)
+            if name is None:
                 continue
-            name = s["name"]
             known[mid] = name
-        if not m["rest"].startswith(name + "."):
+        if not rest.startswith(name + "."):
             continue
-        tail = m["rest"][len(name) + 1:]
+        tail = rest[len(name) + 1:]
         mf = get(mid, name)
+        mf.tails.append(tail)
         path = folder / n
-        step = re.match(r"^(\d{4,})\.(.+)\.txt$", tail)
-        if step:
-            mf.snapshot_paths.append((int(step[1]), step[2], path))
-            continue
-        a = re.match(r"^(?:.*_)?after_optimizations(-[a-z-]+)?\.txt$", tail)
-        if a:
-            kind = a[1]
-            if kind is None:
-                mf.optimized = path
-            elif kind == "-buffer-assignment":
-                mf.buffer_assignment = path
-            elif kind == "-memory-usage-report":
-                mf.memory_usage_report = path
-            else:
-                mf.other.append(path)
-            continue
-        mf.other.append(path)
+        f = naming.parse_file_name(tail)
+        if f.kind == "snapshot":
+            mf.snapshot_paths.append((f.step, f.stage, path))
+        elif f.kind == "optimized":
+            mf.optimized = path
+        elif f.kind == "buffer-assignment":
+            mf.buffer_assignment = path
+        elif f.kind == "memory-usage-report":
+            mf.memory_usage_report = path
+        elif f.kind == "debug_options":
+            mf.debug_options = path
+        else:
+            mf.other.append(path)
     out = list(modules.values())
     for mf in out:
         mf.snapshot_paths.sort(key=lambda t: t[0])
+        mf.backend = naming.backend_of_names(mf.name, mf.tails)
     out.sort(key=lambda m: (int(m.id), m.name))
     return out
 
@@ -291,19 +289,13 @@ class Dump:
         self.params: dict[str, tuple[str, tuple]] = dict(params or {})
         self.options: dict[str, Any] = dict(options or {})
         self.function = function
-        self.snapshots: list[Snapshot] = []
-        for step, rest, path in files.snapshot_paths:
-            try:
-                pipeline, after, before = parse_stage(rest)
-            except ValueError:
-                raise DumpError(f"{path}: not a pass snapshot name "
-                                f"(expected <step>.<pipeline>.after_<pass>[.before_<pass>])") from None
-            self.snapshots.append(Snapshot(step, pipeline, after, before, path))
+        self.snapshots: list[Snapshot] = snapshots_of(files)
         self._before = self._optimized = self._traffic = None
         self._fusion_log_folder: tuple | None = None
         # set by DumpSession: the same compile, with the fusion log; (its folder, module id)
         self._recompile: Callable[[], tuple] | None = None
-        self.backend: str | None = None  # the platform DumpSession compiled for
+        # the backend its files name (naming.py); DumpSession sets the platform it compiled for
+        self.backend: str | None = files.backend
         self.session: "DumpSession | None" = None  # the DumpSession that made it, if any
 
     @classmethod
@@ -558,6 +550,68 @@ def manifest_listing() -> str:
             + inspect.getsource(Dump.write_manifest))
 
 
+# ---- evidence recorded on a chip (pytest_dumpref/recording.py) ----------------------------
+
+# What a claim that needs a chip keeps of each compile, live or replayed: the files its analyses
+# read (the module before optimizations, the pass snapshots, the optimized module, its buffer
+# assignment and memory-usage report, the compile's options, the fusion log), not the compiler's
+# environment files (a TPU writes 100 KB and more of those per compile).
+RECORDED_KINDS = ("before_optimizations", "snapshot", "optimized", "buffer-assignment",
+                  "memory-usage-report", "debug_options")
+
+
+def recorded_files(folder: Path) -> list[Path]:
+    """The files of a dump folder a recording keeps (RECORDED_KINDS and the fusion log), sorted."""
+    out = []
+    for p in sorted(folder.iterdir()):
+        if not p.is_file():
+            continue
+        named = naming.describe(p.name)
+        if (named and named[1].kind in RECORDED_KINDS) or p.name.endswith(LOG_SUFFIXES):
+            out.append(p)
+    return out
+
+
+class RecordedExecutable:
+    """What stands in for jax's compiled executable in a replayed dump: what the executable
+    said when it was recorded (its cost analysis), and nothing else."""
+
+    def __init__(self, platform: str, extra: dict, source: str) -> None:
+        self.platform = platform
+        self._extra = extra
+        self._source = source
+
+    def cost_analysis(self) -> dict:
+        if "cost_analysis" not in self._extra:
+            raise DumpError(f"{self._source}: its cost analysis was not recorded")
+        return dict(self._extra["cost_analysis"])
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise DumpError(f"a dump replayed from {self._source} has no executable: only its cost analysis "
+                        f"was recorded ({name!r} is not); run the claim where jax's default backend is "
+                        f"{self.platform} to have one")
+
+
+@dataclass
+class RecordedDumps:
+    """A claim that needs ``recording.platform``: ``mode`` is "replay" (compile nothing: the
+    recorded files), "record" (compile live and add each compile to ``recording``) or "live"
+    (compile live, record nothing)."""
+    mode: str
+    recording: Any
+
+    def key(self, jfn, traced_args, options: dict) -> str:
+        """recording.key_of the program as jax lowers it for the recording's platform (it can
+        on any machine) and the compile options."""
+        import jax
+        from ..recording import key_of
+        specs = [jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), a) for a in traced_args]
+        lowered = jax.jit(jfn).trace(*specs).lower(lowering_platforms=(self.recording.platform,))
+        return key_of(self.recording.platform, lowered.as_text(), options)
+
+
 # ---- compiling with dumps -----------------------------------------------------------------
 
 _STATIC_TYPES = (int, bool, str, type(None))
@@ -565,11 +619,14 @@ _STATIC_TYPES = (int, bool, str, type(None))
 
 class DumpSession:
     """Compiles functions with per-compile XLA dump options, each into a fresh sub-folder of
-    ``root``, and records what it did into ``evidence`` (a claims.Evidence)."""
+    ``root``, and records what it did into ``evidence`` (a claims.Evidence).  With
+    ``recorded`` (a claim that needs a chip), each compile is replayed from, or recorded into,
+    that claim's recording."""
 
-    def __init__(self, root: Path, evidence=None) -> None:
+    def __init__(self, root: Path, evidence=None, recorded: "RecordedDumps | None" = None) -> None:
         self.root = Path(root)
         self.evidence = evidence
+        self.recorded = recorded
         self._count = 0
         self.made: dict[str, Dump] = {}          # folder name -> the dump returned for it
 
@@ -612,7 +669,6 @@ class DumpSession:
 
     # -- internals ------------------------------------------------------------------------
     def _compile(self, fn, args, pass_re, compiler_options, tag) -> Dump:
-        import jax  # here, not at the top: reading a dump folder needs no jax, compiling does
         self._count += 1
         name = _fn_name(fn)
         folder = self.root / f"{self._count:02d}-{_safe(name)}{tag}"
@@ -624,19 +680,14 @@ class DumpSession:
         # decision and made a 1-layer transformer training step compile in 33 s instead
         # of 0.8 s.  fusion.fusion_decisions() asks for it.
         full = {"xla_dump_to": str(folder), "xla_dump_hlo_as_text": True, **options}
-        try:
-            with xla_private.frames_left_out_of_source_locations(runner):
-                lowered = jax.jit(jfn).lower(*traced_args)
-            compiled = lowered.compile(compiler_options=full)
-        except Exception as e:  # jax raises several types; the message is what matters
-            raise DumpError(f"compiling {name} with {options} failed: {e}") from e
+        compiled = self._compile_into(folder, jfn, traced_args, full, runner, f"{name} with {options}")
         dump_folder = DumpFolder(folder)
         if len(dump_folder.modules) != 1:
             raise DumpError(f"{folder}: expected one module from compiling {name}, found "
                             f"{', '.join(m.key for m in dump_folder.modules)}")
         d = Dump(dump_folder.modules[0], compiled=compiled, params=params, options=options,
                  function=name)
-        d.backend = _platform(compiled)
+        d.backend = compiled.platform if isinstance(compiled, RecordedExecutable) else _platform(compiled)
         d.session = self
 
         def with_fusion_log():
@@ -644,19 +695,53 @@ class DumpSession:
             sub.mkdir()
             opts = dict(full, xla_dump_to=str(sub), xla_dump_fusion_visualization=True,
                         xla_dump_hlo_pass_re="^$")
-            with xla_private.frames_left_out_of_source_locations(runner):
-                lowered = jax.jit(jfn).lower(*traced_args)
-            lowered.compile(compiler_options=opts)
+            self._compile_into(sub, jfn, traced_args, opts, runner, f"{name} with {options}, its fusion log")
             (mod,) = DumpFolder(sub).modules
             return sub, mod.id
         d._recompile = with_fusion_log
         return d
+
+    def _compile_into(self, folder: Path, jfn, traced_args, full: dict, runner, what: str):
+        """Compile ``jfn`` with the dump options ``full`` into ``folder``: live, or from the
+        claim's recording (``self.recorded``: its files written into ``folder``, a
+        RecordedExecutable returned in place of jax's)."""
+        import jax  # here, not at the top: reading a dump folder needs no jax, compiling does
+        rec = self.recorded
+        key = rec.key(jfn, traced_args, full) if rec is not None else ""
+        if rec is not None and rec.mode == "replay":
+            from ..recording import RecordingError
+            try:
+                n, entry = rec.recording.entry(key, what)
+            except RecordingError as e:
+                raise DumpError(str(e)) from None
+            rec.recording.extract(n, entry, folder)
+            return RecordedExecutable(rec.recording.platform, entry.extra, str(rec.recording.path))
+        try:
+            with xla_private.frames_left_out_of_source_locations(runner):
+                lowered = jax.jit(jfn).lower(*traced_args)
+            compiled = lowered.compile(compiler_options=full)
+        except Exception as e:  # jax raises several types; the message is what matters
+            raise DumpError(f"compiling {what} failed: {e}") from e
+        if rec is not None:
+            # a claim that needs a chip reads, live or replayed, the same files: the recorded ones
+            kept = recorded_files(folder)
+            for p in folder.iterdir():
+                if p.is_file() and p not in kept:
+                    p.unlink()
+            if rec.mode == "record":
+                cost = compiled.cost_analysis()
+                cost = cost[0] if isinstance(cost, list) else cost
+                rec.recording.add(key, what, kept, {"cost_analysis": {k: float(v) for k, v in (cost or {}).items()}})
+        return compiled
 
     def _record(self, d: Dump) -> None:
         d.write_manifest()
         self.made[d.folder.name] = d
         if self.evidence is not None:
             d.record(self.evidence, note=False)
+            if self.recorded is not None and self.recorded.mode == "replay":
+                # the chip is the recording's, not this machine's
+                self.evidence.observe(chip=self.recorded.recording.chip)
 
     def folder_rows(self) -> list[dict]:
         """Which sub-folder of the root holds which compile, read from the folders themselves
@@ -755,7 +840,12 @@ def _check_passes_ran(reference: Dump, passes: list[str], fn_name: str) -> None:
         fname = p.replace(" ", "_")  # XLA writes spaces in pass names as '_'
         if fname not in seen:
             close = difflib.get_close_matches(fname, sorted(seen), n=3)
+            backend = naming.BACKENDS.get(reference.backend or "")
+            if backend and not close and any(p in b.fusion_passes for b in naming.BACKENDS.values()):
+                close = [f for f in backend.fusion_passes if f in seen]
             hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            if backend:
+                hint += f" (compiled for {backend.chip}, whose fusion passes are {', '.join(backend.fusion_passes)})"
             raise DumpError(f"pass {p!r} never ran when compiling {fn_name} (XLA ignores "
                             f"unknown names in xla_disable_hlo_passes){hint}")
 

@@ -1,5 +1,7 @@
 """``python -m pytest_dumpref fusion DIR [--module NAME] [--json]``: every decision of XLA's
-CPU fusion pass in a dump folder, the compiler's verdict beside the model's prediction.
+CPU fusion pass in a dump folder, the compiler's verdict beside the model's prediction.  A
+module from another backend (a TPU's ``tpu_fusion``, whose log names the source line of each
+reason) is reported from its log alone: its fusions, and its refusals grouped by reason.
 
 The folder must hold the pass's log (``*_fusion.html``, or ``*_fusion.pyz`` from jaxlib 0.11
 on) and the pass snapshots; ``--xla_dump_to=DIR --xla_dump_hlo_pass_re=.*
@@ -23,12 +25,13 @@ from . import EXIT_BAD_INPUT
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "fusion", help="every decision of XLA's CPU fusion pass: the compiler's log against the model",
+        "fusion", help="every decision of XLA's fusion pass: the compiler's log against the model "
+                       "(XLA:CPU), or grouped by reason (TPU)",
         description="Reads a dump folder written with XLA_FLAGS='--xla_dump_to=DIR "
                     "--xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization' and prints, per "
                     "module, every decision of the fusion pass in its order: producer, consumer, "
                     "the compiler's verdict (from its log) and the model's prediction "
-                    "(pytest_dumpref.xla.fusion_policy, which replays the pass on the snapshot it saw).")
+                    "(pytest_dumpref.xla.cpu.fusion_policy, which replays the pass on the snapshot it saw).")
     p.add_argument("folder", help="the dump folder")
     p.add_argument("--module", help="only this module (name like jit_f, or module_0004.jit_f)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -36,12 +39,31 @@ def register(subparsers) -> None:
 
 
 def run_fusion(args) -> int:
-    from .dump import DumpError
-    from .fusion import FusionLogError, ModuleTrouble, fusion_report
-    from .fusion_policy import FusionModelError
+    from .cpu.fusion import ModuleTrouble, fusion_report
+    from .cpu.fusion_policy import FusionModelError
+    from .dump import DumpError, DumpFolder
+    from .fusion_log import FusionLogError, ModuleLog, module_log
     from .hlo import HloParseError
+    from .naming import BACKENDS
     try:
-        report = fusion_report(args.folder, module=args.module)
+        # the model restates XLA:CPU's pass (cpu/); another backend's modules: their log alone
+        folder = DumpFolder(args.folder)
+        found = folder.find(args.module)
+        others = [m for m in found if m.backend not in (None, "cpu")]
+        report = fusion_report(args.folder, module=args.module) if len(others) < len(found) or not found else []
+        for m in others:
+            try:
+                report.append(module_log(folder.folder, m.key, m.id, m.backend or ""))
+            except FusionLogError as e:
+                off = [p for p in m.disabled_passes() if p in BACKENDS[m.backend or ""].fusion_passes]
+                if off:   # no log to read: the compile disabled the pass that writes it
+                    report.append(ModuleLog(m.key, m.backend or "", [], note=(
+                        f"no fusion log: the compile disabled {', '.join(off)} "
+                        f"(xla_disable_hlo_passes in {m.debug_options.name if m.debug_options else ''})")))
+                else:
+                    report.append(ModuleTrouble(m.key, str(e)))
+        order = {m.key: n for n, m in enumerate(folder.modules)}
+        report.sort(key=lambda r: order.get(r.module, -1))
     except (DumpError, FusionLogError, FusionModelError, HloParseError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -67,12 +89,16 @@ def _cell(text, width: int) -> str:
 
 
 def _print(report) -> None:
-    from .fusion import ModuleTrouble
+    from .cpu.fusion import ModuleTrouble
+    from .fusion_log import ModuleLog
     for m in report:
         print(f"== {m.module} ==")
         if isinstance(m, ModuleTrouble):
             print(f"not analysed: {m.error}")
             print()
+            continue
+        if isinstance(m, ModuleLog):
+            _print_log(m)
             continue
         print(f"snapshot the pass saw: {m.before.path.name}"
               + ("" if m.changed else " (the pass changed nothing: the module the next pass saw)"))
@@ -95,3 +121,19 @@ def _print(report) -> None:
         print("(refusals end with ' ; multi-output fusion not supported by this pass' in the log; "
               "shown without it)")
         print()
+
+
+def _print_log(m) -> None:
+    """A module of a backend without a fusion model here: the log, refusals by reason."""
+    print(f"compiled for {m.backend}; no model of its fusion policy here: the compiler's log only")
+    if m.note:
+        print(m.note)
+    print(f"{m.fused} fusions, {m.refused} refusals logged")
+    for d in m.log:
+        if d.fused:
+            print(f"  fused {d.producer} into {d.fusion}")
+    print("refusals by reason (a refusal with several clauses is under each; each edge once):")
+    for clause, group in m.by_reason().items():
+        print(f"  {clause.text}" + (f"  [{clause.source}]" if clause.source else ""))
+        print("      " + ", ".join(f"{d.producer} -> {d.consumer}" for d in group))
+    print()

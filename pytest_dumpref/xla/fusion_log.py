@@ -207,3 +207,94 @@ def refusals(decisions, producer: str | None = None, consumer: str | None = None
         return want is None or name == want or name.split(".")[0] == want
     return [d for d in decisions if not d.fused and match(d.producer, producer)
             and (match(d.consumer, consumer) or match(d.consumer_origin, consumer))]
+
+
+@dataclass(frozen=True)
+class ReasonClause:
+    """One clause of a refusal's reason, in the compiler's words, with the source line that
+    decided it: ``Not fusing MOF at: .../tpu_instruction_fusion.cc:4582`` is the text
+    ``Not fusing MOF`` from ``tpu_instruction_fusion.cc:4582``.  ``via``: further ``at:``
+    locations XLA appends (where the decision object was made, ``decision.h:119``)."""
+    text: str
+    source: str | None
+    via: tuple = ()
+
+    def __str__(self) -> str:
+        return self.text + (f" ({self.source})" if self.source else "")
+
+
+_AT = " at: "
+
+
+def reason_clauses(reason: str) -> list[ReasonClause]:
+    """A refusal's reason split into its clauses: XLA joins the reasons of a refusal with
+    `` ; `` and ends each with `` at: <file>:<line>`` where its source says so (the TPU's log
+    does; XLA:CPU's mostly does not)."""
+    out = []
+    for part in reason.split(" ; "):
+        text, *where = part.split(_AT)
+        out.append(ReasonClause(text.strip(), where[0].strip() if where else None,
+                                tuple(w.strip() for w in where[1:])))
+    return out
+
+
+def refusals_by_reason(decisions) -> dict[ReasonClause, list[FusionDecision]]:
+    """The refusals among ``decisions`` grouped by each clause of their reasons (a refusal
+    with two clauses is under both), clauses in order of first appearance; the producer ->
+    consumer pairs of each group in log order, each pair once (the pass may refuse the same
+    edge on several visits)."""
+    groups: dict[ReasonClause, list[FusionDecision]] = {}
+    for d in decisions:
+        if d.fused:
+            continue
+        for clause in reason_clauses(d.reason):
+            key = ReasonClause(clause.text, clause.source)
+            group = groups.setdefault(key, [])
+            if all((x.producer, x.consumer) != (d.producer, d.consumer) for x in group):
+                group.append(d)
+    return groups
+
+
+@dataclass
+class ModuleLog:
+    """The fusion log of one module whose backend has no model of its fusion policy here (the
+    TPU's: XLA:CPU's is the only one restated, in cpu/fusion_policy.py): the compiler's
+    decisions, and its refusals grouped by each clause of their reasons, with the source line
+    that decided it (``module_log`` reads one)."""
+    module: str
+    backend: str
+    log: list
+    note: str = ""      # why the log is empty, where it is
+
+    @property
+    def fused(self) -> int:
+        return sum(d.fused for d in self.log)
+
+    @property
+    def refused(self) -> int:
+        return sum(not d.fused for d in self.log)
+
+    def by_reason(self) -> dict:
+        return refusals_by_reason(self.log)
+
+    def as_dict(self) -> dict:
+        return {"module": self.module, "backend": self.backend, "fused": self.fused,
+                "refused": self.refused, **({"note": self.note} if self.note else {}),
+                "decisions": [{"producer": d.producer, "consumer": d.consumer, "fused": d.fused,
+                               "fusion": d.fusion, "reason": d.reason,
+                               "clauses": [{"text": c.text, "source": c.source}
+                                           for c in ([] if d.fused else reason_clauses(d.reason))]}
+                              for d in self.log],
+                "refusals_by_reason": [{"reason": c.text, "source": c.source,
+                                        "edges": [[d.producer, d.consumer] for d in group]}
+                                       for c, group in self.by_reason().items()]}
+
+
+def module_log(folder, key: str, module_id: str, backend: str) -> ModuleLog:
+    """The ``ModuleLog`` of the module ``key`` (``module_NNNN.<name>``) of ``folder``, from its
+    fusion log files; FusionLogError naming the folder when it has none."""
+    files = fusion_log_files(folder, module_id)
+    if not files:
+        raise FusionLogError(f"{folder}: no {LOG_GLOB} files for {key} (compile with "
+                             f"xla_dump_fusion_visualization=True)")
+    return ModuleLog(key, backend, [d for f in files for d in read_fusion_log_file(f)])

@@ -18,15 +18,19 @@ tests check.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .hlo import HloComputation, HloModule, Instruction, Shape, wrapped_opcode
+from .naming import backend_of_module_text
 
 __all__ = [
     "FREE_OPCODES",
@@ -34,9 +38,11 @@ __all__ = [
     "RUNS_COMPUTATIONS",
     "Allocation",
     "BufferValue",
+    "Counting",
     "Discrepancy",
     "KernelTraffic",
     "ModuleTraffic",
+    "counting_for",
     "OpcodeRule",
     "Runs",
     "module_traffic",
@@ -98,10 +104,19 @@ class KernelTraffic:
     executions: int = 1
     path: str = ""
     entry_instruction: str = ""
+    # memory space -> [bytes read, bytes written] per execution, where the backend's memory has
+    # spaces (on a TPU: "HBM", "VMEM", ...); None where it has one (the CPU)
+    spaces: dict | None = None
 
     @property
     def bytes_accessed(self) -> int:
         return self.bytes_read + self.bytes_written
+
+    def space_bytes(self, space: str) -> int:
+        """Bytes this kernel reads plus writes in memory space ``space`` ("HBM"), all its
+        executions; 0 where it touches none (or the backend's memory has no spaces)."""
+        read, written = (self.spaces or {}).get(space, (0, 0))
+        return (read + written) * self.executions
 
     @property
     def total_read(self) -> int:
@@ -117,7 +132,9 @@ class KernelTraffic:
                 "bytes_written": self.bytes_written, "executions": self.executions,
                 "operand_shapes": [str(s) for s in self.operand_shapes],
                 "output_shape": str(self.output_shape),
-                "entry_instruction": self.entry_instruction}
+                "entry_instruction": self.entry_instruction,
+                **({} if self.spaces is None else {"bytes_by_memory_space": {
+                    space: {"read": r, "written": w} for space, (r, w) in self.spaces.items()}})}
 
 
 @dataclass
@@ -264,7 +281,7 @@ def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
 
 # ---- XLA's rules, restated per instruction -------------------------------------------------
 
-def _xla_size(shape: Shape) -> int:
+def _default_xla_size(shape: Shape) -> int:
     """GetShapeSize as the CPU client's cost analysis sizes a shape: a tuple by its index
     table (``xla_pointer_size()`` B a pointer), an array by its data, plus 4 B per dimension of size metadata
     when any dimension is dynamic (``f32[<=16]`` is 64 + 4 B)."""
@@ -273,6 +290,73 @@ def _xla_size(shape: Shape) -> int:
     if shape.dynamic_dims:
         return shape.byte_size + 4 * len(shape.dims)
     return shape.byte_size
+
+
+@dataclass(frozen=True)
+class Counting:
+    """How one backend sizes what its kernels move: ``xla_size``, the size its cost analysis
+    gives a shape; ``array_bytes``, what a kernel moves for it spill-style; ``space``, the name
+    of the memory a shape lives in (None: one memory); ``moves``, the (read, written) shapes of
+    an instruction where they are not its operands and result; ``rules`` and ``reasons``,
+    opcodes the backend's cost analysis counts apart from ``OPCODE_RULES`` and why the counts
+    differ there.  A backend's room (``pytest_dumpref.xla.<backend>.counting``) supplies them;
+    the default is XLA:CPU's, for any module whose text does not name another backend."""
+    backend: str | None
+    xla_size: Callable[[Shape], int]
+    array_bytes: Callable[[Shape], int]
+    space: Callable[[Shape], str] | None = None
+    moves: Callable | None = None
+    rules: dict = field(default_factory=dict)
+    reasons: dict = field(default_factory=dict)
+
+
+DEFAULT_COUNTING = Counting(None, _default_xla_size, lambda s: s.byte_size)
+# The counting of the module being walked: set by the entry points below (counted_as), read by
+# _xla_size and the kernel builder, so that the one opcode table serves every backend.
+_COUNTING: ContextVar[Counting] = ContextVar("counting", default=DEFAULT_COUNTING)
+
+
+@functools.lru_cache(maxsize=None)
+def _room_counting(backend: str) -> Counting:
+    try:
+        room = importlib.import_module(f"{__package__}.{backend}.counting")
+    except ModuleNotFoundError:
+        return DEFAULT_COUNTING
+    custom = getattr(room, "CUSTOM_CALLS", {})
+
+    def custom_call(rules, comp, inst):
+        how = custom.get((inst.attrs.get("custom_call_target") or "").strip('"'))
+        if how is None:
+            return OPCODE_RULES["custom-call"].xla(rules, comp, inst)
+        return rules.default_terms(comp, inst) if how == "default" else [how]
+    rules = {"custom-call": OpcodeRule(xla=custom_call, reason=room.CUSTOM_CALL_REASON)} if custom else {}
+    rules |= {op: OpcodeRule(reason=why) for op, why in getattr(room, "DEFAULT_RULE_OPCODES", {}).items()}
+    return Counting(backend, room.xla_size, room.array_bytes,
+                    lambda s: room.space_name(room.memory_space(s)), room.moves, rules, room.REASONS)
+
+
+def counting_for(module: HloModule) -> Counting:
+    """The counting of the backend ``module`` was compiled for, read from its text
+    (``naming.backend_of_module_text``: tiled layouts are the TPU's); XLA:CPU's otherwise."""
+    memo = module.entry.memo
+    if "backend" not in memo:
+        layouts = [module.header] + [str(i.shape) for i in module.entry.instructions]
+        memo["backend"] = backend_of_module_text("\n".join(layouts))
+    return DEFAULT_COUNTING if memo["backend"] is None else _room_counting(memo["backend"])
+
+
+@contextmanager
+def counted_as(module: HloModule) -> Iterator[Counting]:
+    """Walk ``module`` with its backend's counting (``counting_for``)."""
+    token = _COUNTING.set(counting_for(module))
+    try:
+        yield _COUNTING.get()
+    finally:
+        _COUNTING.reset(token)
+
+
+def _xla_size(shape: Shape) -> int:
+    return _COUNTING.get().xla_size(shape)
 
 
 def _leaf_sizes(shape: Shape) -> list:
@@ -454,7 +538,7 @@ _DEFAULT_RULE = OpcodeRule()
 def opcode_rule(opcode: str) -> OpcodeRule:
     """The table's entry for ``opcode``: its own, the one of an ``<op>-start`` that XLA wraps in
     a computation of its own (``custom-call-start``: counted as <op> is), or the default."""
-    rule = OPCODE_RULES.get(opcode)
+    rule = _COUNTING.get().rules.get(opcode) or OPCODE_RULES.get(opcode)
     if rule is not None:
         return rule
     inner = wrapped_opcode(opcode)
@@ -541,7 +625,7 @@ def _fusion_reason(rules: _Rules, comp: HloComputation, inst: Instruction) -> st
     if "custom" in details:
         op, name, n = details["custom"]
         return (f"fusion kCustom: XLA counts only the {op} {name} inside it ({n:g} bytes): "
-                f"{OPCODE_RULES[op].reason}")
+                f"{opcode_rule(op).reason}")
     parts = []
     for pnum, read, whys in details["operands"]:
         operand = comp.instruction(inst.operands[pnum])
@@ -664,7 +748,7 @@ class _Rules:
             # instruction (its own shapes, inside the fusion), nothing else
             for x in fused.instructions:
                 if x.opcode in ("gather", "scatter"):
-                    n = self.terms(fused, x)[0]
+                    n = sum(self.terms(fused, x))
                     details: dict[str, Any] = {
                         "output": [], "constants": [], "operands": [], "terms": [n],
                         "custom": (x.opcode, x.name, n)}
@@ -808,8 +892,9 @@ def _attr_name(inst: Instruction, key: str) -> str:
 
 def xla_rule_bytes(module: HloModule) -> dict:
     """XLA's "bytes accessed" per entry instruction, by the rules of HloCostAnalysis."""
-    rules = _Rules(module)
-    return {i.name: rules.instruction(module.entry, i) for i in module.entry.instructions}
+    with counted_as(module):
+        rules = _Rules(module)
+        return {i.name: rules.instruction(module.entry, i) for i in module.entry.instructions}
 
 
 # ---- XLA's own arithmetic: float32, in visiting order -----------------------------------------
@@ -897,7 +982,8 @@ def xla_float32_total(module: HloModule) -> float:
     """XLA's "bytes accessed" of ``module`` with XLA's own float32 rounding: what
     ``xla_private.cost_analysis`` reports, where ``sum(xla_rule_bytes(module).values())``
     is the exact integer."""
-    return float(_Float32Total(_Rules(module)).computation(module.entry.name))
+    with counted_as(module):
+        return float(_Float32Total(_Rules(module)).computation(module.entry.name))
 
 
 def trip_count(inst: Instruction) -> int | None:
@@ -934,6 +1020,9 @@ class ModuleTraffic:
         self.xla_rules = xla_rules  # entry instruction -> XLA's bytes by the restated rules
         self.notes = notes          # entry instruction -> why our count differs in kind
         self.xla_cost: dict | None = None
+        # who counted xla_cost, where it is not XLA:CPU's own cost analysis of the text (a TPU
+        # module's: its rules restated, tpu/counting.py)
+        self.xla_cost_by: str | None = None
 
     @property
     def bytes_read(self) -> int:
@@ -946,6 +1035,30 @@ class ModuleTraffic:
     @property
     def bytes_accessed(self) -> int:
         return self.bytes_read + self.bytes_written
+
+    def bytes_by_memory_space(self) -> dict | None:
+        """memory space -> (bytes read, bytes written) over every kernel and execution, where
+        the backend's memory has spaces (a TPU: "HBM", "VMEM", ...); None on the CPU."""
+        if all(k.spaces is None for k in self.kernels) and counting_for(self.module).space is None:
+            return None
+        out: dict[str, list] = {}
+        for k in self.kernels:
+            for space, (r, w) in (k.spaces or {}).items():
+                rw = out.setdefault(space, [0, 0])
+                rw[0] += r * k.executions
+                rw[1] += w * k.executions
+        return {space: tuple(rw) for space, rw in sorted(out.items())}
+
+    @property
+    def hbm_bytes(self) -> int:
+        """Bytes the kernels read from and write to HBM (a TPU's memory space 0): what
+        round-trips through HBM, the seed's fusion question.  ValueError on a backend whose
+        memory has no spaces."""
+        spaces = self.bytes_by_memory_space()
+        if spaces is None:
+            raise ValueError(f"{self.module.source or self.module.name}: a module whose memory has no "
+                             f"spaces (not a TPU module): it has no HBM bytes apart")
+        return sum(spaces.get("HBM", (0, 0)))
 
     @property
     def temp_bytes(self) -> int:
@@ -981,7 +1094,10 @@ class ModuleTraffic:
         when XLA's float32 arithmetic, replayed in its visiting order, gives its total exactly
         (XLA rounds sums above 2**24 bytes), ``(unexplained)`` otherwise.
         """
-        cost = cost if cost is not None else self.xla_cost
+        with counted_as(self.module):
+            return self._compare_with_xla(cost if cost is not None else self.xla_cost)
+
+    def _compare_with_xla(self, cost: dict | None) -> list:
         ours = self.per_entry_instruction()
         found = []
         for inst in self.module.entry.instructions:
@@ -1014,6 +1130,11 @@ class ModuleTraffic:
              "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
              "bytes_accessed": self.bytes_accessed,
              "kernels": [k.as_dict() for k in self.kernels]}
+        spaces = self.bytes_by_memory_space()
+        if spaces is not None:
+            d["backend"] = counting_for(self.module).backend
+            d["bytes_by_memory_space"] = {space: {"read": r, "written": w} for space, (r, w) in spaces.items()}
+            d["hbm_bytes"] = self.hbm_bytes
         if self.has_buffer_assignment:
             d["temp_bytes"] = self.temp_bytes
             d["temporaries"] = [{"allocation": a.index, "size": a.size,
@@ -1030,9 +1151,10 @@ def instruction_kernels(module: HloModule, comp: HloComputation, inst: Instructi
     """The kernels one instruction of ``comp`` runs, with their traffic (a fusion is one
     kernel; a loop, call or conditional runs the kernels of its computations).  The
     per-pass analysis uses this to re-account only the instructions a pass changed."""
-    builder = _Builder(module)
-    builder.instruction(comp, inst, 1, "", inst.name)
-    return builder.kernels
+    with counted_as(module):
+        builder = _Builder(module)
+        builder.instruction(comp, inst, 1, "", inst.name)
+        return builder.kernels
 
 
 class _Builder:
@@ -1046,12 +1168,21 @@ class _Builder:
                entry_name: str) -> None:
         by_name = comp.by_name
         shapes = [by_name[o].shape for o in inst.operands]
-        read = 0
-        for s in shapes:
-            read += s.byte_size
+        counting = _COUNTING.get()
+        moved = counting.moves(comp, inst) if counting.moves is not None else None
+        reads, writes = moved if moved is not None else (shapes, [inst.shape])
+        size = counting.array_bytes
+        spaces: dict | None = None
+        if counting.space is not None:
+            moved_in: dict[str, list] = {}
+            for k, group in ((0, reads), (1, writes)):
+                for leaf in (leaf for s in group for leaf in s.leaves()):
+                    moved_in.setdefault(counting.space(leaf), [0, 0])[k] += size(leaf)
+            spaces = {space: tuple(rw) for space, rw in sorted(moved_in.items())}
         self.kernels.append(KernelTraffic(
-            inst.name, inst.opcode, inst.fusion_kind, read, inst.shape.byte_size, shapes,
-            inst.shape, executions, prefix + inst.name, entry_name))
+            inst.name, inst.opcode, inst.fusion_kind, sum(size(s) for s in reads),
+            sum(size(s) for s in writes), shapes, inst.shape, executions, prefix + inst.name,
+            entry_name, spaces))
 
     def computation(self, comp: HloComputation, executions: int, prefix: str,
                     entry_name: str | None) -> None:
@@ -1079,7 +1210,11 @@ class _Builder:
 
     def explain(self, inst: Instruction) -> str | None:
         """Why this entry instruction's bytes differ between the two models, where the
-        opcode's table entry words it for the instruction (else ``_generic_reason`` does)."""
+        backend's counting or the opcode's table entry words it for the instruction (else
+        ``_generic_reason`` does)."""
+        own = _COUNTING.get().reasons.get(inst.opcode)
+        if own:
+            return own
         reason = opcode_rule(inst.opcode).reason
         return reason(self, self.module.entry, inst, False) if callable(reason) else None
 
@@ -1108,14 +1243,15 @@ def module_traffic(module: HloModule, *, buffer_assignment_text: str | None = No
     bytes-accessed total for ``compare_with_xla``.  ``buffer_assignment_source``: the buffer
     assignment's own file, which its errors name (by default the module's, marked so).
     """
-    b = _Builder(module)
-    b.computation(module.entry, 1, "", None)
-    rules = {i.name: b.rules.instruction(module.entry, i) for i in module.entry.instructions}
-    notes = {}
-    for inst in module.entry.instructions:
-        reason = b.explain(inst)
-        if reason:
-            notes[inst.name] = reason
+    with counted_as(module):
+        b = _Builder(module)
+        b.computation(module.entry, 1, "", None)
+        rules = {i.name: b.rules.instruction(module.entry, i) for i in module.entry.instructions}
+        notes = {}
+        for inst in module.entry.instructions:
+            reason = b.explain(inst)
+            if reason:
+                notes[inst.name] = reason
     temporaries = None
     if buffer_assignment_text is not None:
         src = buffer_assignment_source or (module.source or module.name) + " (buffer assignment)"

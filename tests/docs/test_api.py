@@ -31,7 +31,7 @@ OBJECTS = {
     ("pytest_dumpref.xla.hlo", "Shape"): "`HloModule`, `HloComputation`, `Instruction`, `Shape`",
     ("pytest_dumpref.xla.traffic", "ModuleTraffic"): "`ModuleTraffic` and `KernelTraffic`: bytes per kernel",
     ("pytest_dumpref.xla.traffic", "KernelTraffic"): "`ModuleTraffic` and `KernelTraffic`: bytes per kernel",
-    ("pytest_dumpref.xla.fusion", "FusionDecision"): "`FusionDecision`: what the fusion pass decided",
+    ("pytest_dumpref.xla.cpu.fusion", "FusionDecision"): "`FusionDecision`: what the fusion pass decided",
     ("pytest_dumpref.pjrt.build", "BuiltPlugin"): "`BuiltPlugin`: the PJRT plugin, built freshly",
     ("pytest_dumpref.timing", "TimingResult"): "`TimingResult`: the timing fixture's result",
     ("pytest_dumpref.kinds", "Kind"): "`Kind`: one kind of evidence",

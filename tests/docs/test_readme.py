@@ -330,7 +330,7 @@ def test_the_cost_model_commands_as_written(tmp_path):
     assert " ".join("jaxlib 0.12's XLA writes only the kernels' object files, which `cost` disassembles".split()) \
         in " ".join(text.split())
     # the object files are there on every jaxlib, named as kernel_code reads them
-    from pytest_dumpref.xla import kernel_code
+    from pytest_dumpref.xla.cpu import kernel_code
     assert kernel_code.kernel_objects(optimized[0]), sorted(p.name for p in folder.iterdir())
     rates = tmp_path / "rates.json"
     cal = _concrete(lines[1], {"FILE": str(rates), "N": "3"}, with_options=True)
@@ -356,7 +356,7 @@ def test_the_cost_section_says_what_cost_predicts_and_prints(tmp_path):
     a one-op tanh kernel (jnp.tanh over f32[1024, 1024], priced at its one-op rate) is the
     label cost prints for it."""
     from pytest_dumpref import timing
-    from pytest_dumpref.xla import calibrate, cost_model
+    from pytest_dumpref.xla.cpu import calibrate, cost_model
     text = " ".join(section(COST_SECTION).split())
     assert "pinned to one core" in text and "XLA single-threaded" in text, text[:300]
     assert all(f"`{flag}`" in text for flag in timing.SINGLE_THREAD_XLA_FLAGS)
@@ -532,7 +532,7 @@ def test_the_kernel_perf_example_says_where_the_model_misses(tmp_path):
     time, one kernel group a line; where perf cannot sample, it says why and stops (so this
     test skips with perf's reason)."""
     import pytest
-    from pytest_dumpref.xla import kernel_perf
+    from pytest_dumpref.xla.cpu import kernel_perf
     why = kernel_perf.perf_available()
     if why:
         pytest.skip(why)

@@ -47,7 +47,7 @@ def test_the_two_dispatch_kernels_are_on_either_side_of_the_worker_threads_thres
     """The cost model charges the worker's dispatch to a program of ASYNC_MIN_OPS flops or
     more (XLA's count: one an element of y = 2x), the calling thread's below; the stream, over
     the plan's array, is above."""
-    from pytest_dumpref.xla import cost_model
+    from pytest_dumpref.xla.cpu import cost_model
     assert 8 < cost_model.ASYNC_MIN_OPS <= timing.WORKER_ELEMENTS <= PLAN.stream_shape[0] * PLAN.stream_shape[1]
     assert small_run.variants[DISPATCH_WORKER].bytes_accessed == 2 * 4 * timing.WORKER_ELEMENTS
     assert small_run.variants[DISPATCH].bytes_accessed == 2 * 4 * 8
@@ -300,11 +300,11 @@ def test_program_listing_runs_the_programs_as_the_package_does(tmp_path):
         assert all(np.array_equal(w, v) for w, v in zip(want, got)), name
     # programs of two modules (a claim's and the cost model's calibration kernels): both listed,
     # each module's relative imports left out, and the listing runs on its own
-    from pytest_dumpref.xla import calibrate
+    from pytest_dumpref.xla.cpu import calibrate
     both = TimingPlan(program="pytest_dumpref.examples:softmax", args=(), stream_shape=(8, 8),
-                      variants={"a": {}, "b": {}}, programs={"b": ("pytest_dumpref.xla.calibrate:k_exp", ())})
+                      variants={"a": {}, "b": {}}, programs={"b": ("pytest_dumpref.xla.cpu.calibrate:k_exp", ())})
     listing = timing.program_listing(both)
-    assert "softmax from pytest_dumpref.examples" in listing and "k_exp from pytest_dumpref.xla.calibrate" in listing
+    assert "softmax from pytest_dumpref.examples" in listing and "k_exp from pytest_dumpref.xla.cpu.calibrate" in listing
     assert "from ." not in listing
     namespace = {}
     exec(compile(listing, "program.py", "exec"), namespace)

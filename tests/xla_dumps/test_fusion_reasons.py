@@ -6,7 +6,7 @@ import pytest
 
 from pytest_dumpref.examples import softmax
 from pytest_dumpref.xla.dump import DumpSession
-from pytest_dumpref.xla.fusion import FusionLogError, fusion_decisions, read_fusion_log, refusals
+from pytest_dumpref.xla.cpu.fusion import FusionLogError, fusion_decisions, read_fusion_log, refusals
 
 X = np.linspace(-1, 1, 256 * 256, dtype=np.float32).reshape(256, 256)
 

@@ -15,9 +15,9 @@ import pytest
 from pytest_dumpref import timing
 from pytest_dumpref.claims import Evidence
 from pytest_dumpref.timing import DISPATCH_WORKER, STREAM, TimingPlan, TimingResult, VariantTiming
-from pytest_dumpref.xla import fusion_timing
-from pytest_dumpref.xla.fusion_programs import SUITE, PolicyAcrossPrograms
-from pytest_dumpref.xla.fusion_timing import AA, FUSED, UNFUSED, ProgramTimes, UndoTiming
+from pytest_dumpref.xla.cpu import fusion_timing
+from pytest_dumpref.xla.cpu.fusion_programs import SUITE, PolicyAcrossPrograms
+from pytest_dumpref.xla.cpu.fusion_timing import AA, FUSED, UNFUSED, ProgramTimes, UndoTiming
 
 
 def _items(ev: Evidence, kind: str) -> list:
@@ -154,7 +154,7 @@ def test_an_undo_timing_gives_the_models_runs_from_the_page(monkeypatch, tmp_pat
     program, worker, model, commands = _items(ev, "excerpt")
     assert program["title"].startswith("model_program.py") and worker["title"].startswith("model_timed.py")
     assert "def softmax(" in program["text"] and "def k_mul_chain(" in program["text"]
-    assert repr(model_plan.variants[FUSED]) in worker["text"] and "'pytest_dumpref.xla.calibrate:k_mul_chain'" in worker["text"]
+    assert repr(model_plan.variants[FUSED]) in worker["text"] and "'pytest_dumpref.xla.cpu.calibrate:k_mul_chain'" in worker["text"]
     # the files a reader saves are kept beside the write-up, the model's listing with them
     assert program["beside"] and worker["beside"] and model["beside"]
     assert model["title"].startswith("cost_model.py") and model["text"] == fusion_timing.calibrate.model_listing()
@@ -299,7 +299,7 @@ def test_a_run_perf_could_not_sample_has_the_same_table_saying_why():
 def test_kernel_misses_set_the_runs_predictions_beside_its_profiles():
     """kernel_misses prices nothing again: each program's (fused, unfused) predictions, made
     once by calibrate.across_programs, beside the run's profiles of the two variants."""
-    from pytest_dumpref.xla import cost_model, kernel_perf
+    from pytest_dumpref.xla.cpu import cost_model, kernel_perf
 
     def prediction(*kernels):
         return cost_model.Prediction("m", [cost_model.KernelTime(n, "loop", us * 1e-6, us * 1e-6, 0.0, 0.0,

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from pytest_dumpref.xla.fusion import (FusionLogError, fusion_log_files, read_fusion_log,
+from pytest_dumpref.xla.cpu.fusion import (FusionLogError, fusion_log_files, read_fusion_log,
                                        read_fusion_log_file)
 
 LINES = [

@@ -7,8 +7,8 @@ import pytest
 
 from pytest_dumpref import examples
 from pytest_dumpref.xla.dump import DumpSession
-from pytest_dumpref.xla.fusion import FusionDecision, compare, module_fusion
-from pytest_dumpref.xla.fusion_policy import (Prediction, installed_xla_has_coupled_softmax_rule,
+from pytest_dumpref.xla.cpu.fusion import FusionDecision, compare, module_fusion
+from pytest_dumpref.xla.cpu.fusion_policy import (Prediction, installed_xla_has_coupled_softmax_rule,
                                               predict, undo_fusion_bytes)
 from pytest_dumpref.xla.hlo import parse_module
 

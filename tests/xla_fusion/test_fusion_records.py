@@ -11,7 +11,7 @@ import pytest
 from pytest_dumpref.claims import Evidence
 from pytest_dumpref.examples import softmax
 from pytest_dumpref.xla.dump import Dump, DumpError, DumpSession
-from pytest_dumpref.xla.fusion import (fused_opcodes, module_fusion, record_undo_measured,
+from pytest_dumpref.xla.cpu.fusion import (fused_opcodes, module_fusion, record_undo_measured,
                                        record_undo_prediction, softmax_normalisation, undo_prediction)
 from pytest_dumpref.xla.hlo import parse_module
 from pytest_dumpref.xla.passes import AS_DUMPED, record_entry

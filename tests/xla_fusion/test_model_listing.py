@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from pytest_dumpref.xla.dump import Dump, DumpFolder
-from pytest_dumpref.xla.fusion import model_listing, module_fusion
-from pytest_dumpref.xla.fusion_policy import installed_xla_has_coupled_softmax_rule
+from pytest_dumpref.xla.cpu.fusion import model_listing, module_fusion
+from pytest_dumpref.xla.cpu.fusion_policy import installed_xla_has_coupled_softmax_rule
 
 # softmax (a library fusion and profitability refusals), a layer norm, a scan (a while loop:
 # several computations, in the pass's order) and the scaled softmax with the library rewriter
@@ -127,7 +127,7 @@ def test_a_name_the_listing_cannot_place_is_named(tmp_path, monkeypatch):
 def test_programs_listing_builds_its_tables_alone(tmp_path):
     """programs.py, imported by a python that has nothing of this package: its module-level
     tables (WRITTEN_AFTER reads examples.<program> as it is built) find every name."""
-    from pytest_dumpref.xla.fusion_programs import WRITTEN_AFTER, programs_listing
+    from pytest_dumpref.xla.cpu.fusion_programs import WRITTEN_AFTER, programs_listing
     (tmp_path / "programs.py").write_text(programs_listing())
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
     run = subprocess.run([sys.executable, "-I", "-c", "import sys; sys.path.insert(0, '.'); import programs; "

@@ -1,4 +1,4 @@
-"""``python -m pytest_dumpref cost`` (xla/cost_cli.py) on dumps written as a reader writes them:
+"""``python -m pytest_dumpref cost`` (xla/cpu/cost_cli.py) on dumps written as a reader writes them:
 a plain jax process with ``XLA_FLAGS=--xla_dump_to=DIR`` and nothing more.  Rates are built
 here (round numbers), so nothing is calibrated."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pytest_dumpref.__main__ import main
-from pytest_dumpref.xla import calibrate, cost_model, kernel_code
+from pytest_dumpref.xla.cpu import calibrate, cost_model, kernel_code
 
 MiB = 2 ** 20
 PROGRAM = """

@@ -1,4 +1,4 @@
-"""The kernel cost model (xla/cost_model.py) on real jax compiles, and its calibration."""
+"""The kernel cost model (xla/cpu/cost_model.py) on real jax compiles, and its calibration."""
 from __future__ import annotations
 
 import collections
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pytest_dumpref import examples
-from pytest_dumpref.xla import calibrate, cost_model, kernel_code
-from pytest_dumpref.xla.cost_model import CostModelError, Rates
+from pytest_dumpref.xla.cpu import calibrate, cost_model, kernel_code
+from pytest_dumpref.xla.cpu.cost_model import CostModelError, Rates
 
 MiB = 2 ** 20
 X = np.ones((1024, 1024), np.float32)

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_dumpref.xla import calibrate
+from pytest_dumpref.xla.cpu import calibrate
 
 
 def _run(noise_us: dict):

@@ -1,4 +1,4 @@
-"""Reading what LLVM made of XLA:CPU's loop kernels (xla/kernel_code.py): from their optimized
+"""Reading what LLVM made of XLA:CPU's loop kernels (xla/cpu/kernel_code.py): from their optimized
 IR where the dump holds it (jaxlib 0.10), from their object code where it holds only that
 (jaxlib 0.12); the two readings agree."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_dumpref import examples
-from pytest_dumpref.xla import calibrate, kernel_code
+from pytest_dumpref.xla.cpu import calibrate, kernel_code
 
 X = np.ones((1024, 1024), np.float32)
 UNFUSED = {"xla_disable_hlo_passes": "fusion"}

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pytest_dumpref.xla import cost_model, kernel_perf
+from pytest_dumpref.xla.cpu import cost_model, kernel_perf
 
 
 def test_the_jit_kernels_of_this_process_are_named_after_the_optimized_programs_kernels():
@@ -92,7 +92,7 @@ def test_a_profile_of_the_unfused_softmax_names_its_kernels_and_sums_to_its_call
 
 
 def test_the_model_is_set_beside_the_profile_kernel_by_kernel(unfused_softmax, dump, unfused):
-    from pytest_dumpref.xla import calibrate
+    from pytest_dumpref.xla.cpu import calibrate
     x = np.ones((1024, 1024), np.float32)
     from pytest_dumpref.examples import softmax
     plain = unfused(softmax, x, passes=["fusion"])
@@ -140,7 +140,7 @@ def test_the_timing_worker_logs_its_timed_calls_for_perf(tmp_path):
                              variants={"fused": {}, "unfused": {"xla_disable_hlo_passes": "fusion"}},
                              rounds=3, calls_per_round=4, warmup_calls=2, passes=2, stream_shape=(8, 128))
     log = tmp_path / "calls.json"
-    run = timing.run_plan(plan, command=(sys.executable, "-m", "pytest_dumpref.xla.kernel_perf",
+    run = timing.run_plan(plan, command=(sys.executable, "-m", "pytest_dumpref.xla.cpu.kernel_perf",
                                          kernel_perf.TIMING_WORKER, str(log)))
     logged = json.loads(log.read_text())
     try:

@@ -270,9 +270,10 @@ import math
 from dataclasses import asdict, dataclass, field
 
 
-from .hlo import HloModule, Instruction, parse_module
-from .shape_inference import int_list
-from .traffic import parse_buffer_assignment
+from ..naming import BackendMismatch, require_backend
+from ..hlo import HloModule, Instruction, parse_module
+from ..shape_inference import int_list
+from ..traffic import parse_buffer_assignment
 
 __all__ = ["Rates", "Kernel", "ProgramCost", "Prediction", "CostModelError", "analyse", "predict",
            "predict_text", "OP_CLASSES"]
@@ -635,6 +636,11 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
     vectors through the stack (``kernel_code.scalar_kernels`` and ``kernel_code.lean_kernels``
     read both from the code the dump holds beside the module)."""
     module = parse_module(hlo_text, source=source or None)
+    try:   # the rates are this machine's, for XLA:CPU's kernels: another backend's module is refused
+        require_backend(source or module.name, hlo_text, "cpu", "the kernel cost model (XLA:CPU's "
+                        "kernels priced at rates measured on this machine)")
+    except BackendMismatch as e:
+        raise CostModelError(str(e)) from None
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry
     kernels, refused = [], []

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import timing
-from ..claims import varies
-from ..timing import TimingPlan, TimingResult, run_plan
+from ... import timing
+from ...claims import varies
+from ...timing import TimingPlan, TimingResult, run_plan
 from . import calibrate, cost_model, kernel_perf
 from .fusion_programs import SUITE, timed_dumps
 
@@ -91,7 +91,7 @@ class UndoTiming:
                                                 [fused.files.optimized, plain.files.optimized])
         evidence.excerpt("model_program.py, the programs of the cost model's runs as they ran (timing."
                          "program_listing of the model's plan: the claim's program and the calibration "
-                         "kernels of pytest_dumpref/xla/calibrate.py)", timing.program_listing(model_plan),
+                         "kernels of pytest_dumpref/xla/cpu/calibrate.py)", timing.program_listing(model_plan),
                          lang="python", beside=True)
         evidence.excerpt("model_timed.py, one of the cost model's runs as it ran (timing.worker_listing of "
                          "the model's plan: the claim's variants beside the calibration kernels that give "

@@ -148,7 +148,7 @@ def _closing_over(fn, n: int, static: dict, name: str):
 
 
 PROGRAMS_HEADER = '''"""programs.py: the programs of the decisions claim with their inputs (pytest_dumpref/examples.py
-and pytest_dumpref/xla/fusion_programs.py, as they ran).  Beside fusion_model.py, with plain jax:
+and pytest_dumpref/xla/cpu/fusion_programs.py, as they ran).  Beside fusion_model.py, with plain jax:
 
     XLA_FLAGS="--xla_dump_to=dump --xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization" \\
         JAX_PLATFORMS=cpu python programs.py
@@ -182,7 +182,7 @@ def run_from_the_page(folder: Path) -> subprocess.CompletedProcess:
     """Save fusion_model.py and programs.py in ``folder`` and run PROGRAMS_COMMANDS there with
     plain jax, nothing of this package imported; its last line printed is the total."""
     from .fusion import model_listing
-    from .plain_jax import plain_env
+    from ..plain_jax import plain_env
     (folder / "fusion_model.py").write_text(model_listing())
     (folder / "programs.py").write_text(programs_listing())
     return subprocess.run(["bash", "-c", PROGRAMS_COMMANDS], cwd=folder, env=plain_env(),

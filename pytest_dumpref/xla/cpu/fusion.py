@@ -11,16 +11,16 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .dump import (
+from ..dump import (
     Dump,
     DumpError,
     DumpFolder,
     DumpSession,
     Snapshot,
     _discover,
-    parse_stage,
+    snapshots_of,
 )
-from .fusion_log import (
+from ..fusion_log import (
     LOG_GLOB,
     FusionDecision,
     FusionLogError,
@@ -32,8 +32,8 @@ from .fusion_log import (
     refusals,
 )
 from .fusion_policy import RULES, FusionModelError, predict, uncalled_computations
-from .hlo import HloParseError, parse_module
-from .standalone import listing
+from ..hlo import HloParseError, parse_module
+from ..standalone import listing
 
 __all__ = [
     "FusionDecision", "FusionLogError", "ModuleFusion", "ModuleTrouble", "compare",
@@ -364,6 +364,10 @@ def fusion_report(folder, module: str | None = None, **model_options) -> list:
                         f"{', '.join(m.key for m in df.modules)})")
     if not fusion_log_files(df.folder):
         raise DumpError(f"{df.folder}: no fusion log ({LOG_GLOB}); {HOW_TO_DUMP}")
+    mods = [m for m in mods if m.backend in (None, "cpu")]   # XLA:CPU's: what the model restates
+    if not mods:
+        raise DumpError(f"{df.folder}: no module XLA:CPU compiled (the model restates XLA:CPU's fusion "
+                        f"pass; fusion_log.module_log reads another backend's log)")
     if not any(m.snapshot_paths for m in mods):
         raise DumpError(f"{df.folder}: no snapshot before the fusion pass in any module (no pass "
                         f"snapshots at all); {HOW_TO_DUMP}")
@@ -392,8 +396,9 @@ def fusion_report(folder, module: str | None = None, **model_options) -> list:
 
 # What the write-up lists as fusion_model.py (standalone.listing: these and everything they
 # reach, whole): the HLO reader, the policy, the log reader, the comparison and main below.
-MODEL_ROOTS = {"fusion": ["main"], "fusion_policy": ["RULES"]}
-MODEL_MODULES = ("shapes", "shape_inference", "hlo", "fusion_log", "dump", "fusion_policy", "fusion")
+MODEL_ROOTS = {"pytest_dumpref.xla.cpu.fusion": ["main"], "pytest_dumpref.xla.cpu.fusion_policy": ["RULES"]}
+MODEL_MODULES = ("shapes", "shape_inference", "hlo", "fusion_log", "naming", "dump",
+                 "pytest_dumpref.xla.cpu.fusion_policy", "pytest_dumpref.xla.cpu.fusion")
 MODEL_HEADER = '''"""fusion_model.py: XLA's CPU fusion pass restated (pytest-dumpref, as it ran), on its own.
 
     XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_pass_re=.* --xla_dump_fusion_visualization" python prog.py
@@ -436,8 +441,7 @@ def main(argv=None) -> int:
     folder = Path(args[0])
     missed = logged = predicted = modules = 0
     for mf in _discover(folder):
-        snaps = [Snapshot(step, *parse_stage(rest), path) for step, rest, path in mf.snapshot_paths]
-        dump = SimpleNamespace(snapshots=snaps)
+        dump = SimpleNamespace(snapshots=snapshots_of(mf))
         log = [d for p in fusion_log_files(folder, mf.id) for d in read_fusion_log_file(p)
                if d.pass_name == "fusion"]
         before = snapshot_before_fusion(dump) or snapshot_before_fusion(dump, unchanged=True)

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .hlo import HloComputation, HloModule, Instruction, Shape, parse_module
-from .traffic import module_traffic
+from ..hlo import HloComputation, HloModule, Instruction, Shape, parse_module
+from ..traffic import module_traffic
 
 MOF_REASON = "multi-output fusion not supported by this pass"
 NOT_DUPLICABLE = "operand can not be duplicated"

@@ -57,7 +57,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .hlo import parse_module
+from ..naming import describe
+from ..hlo import parse_module
 
 IR_TAIL = "_kernel_module.ir-with-opt.ll"
 OBJECT_TAIL = "_kernel_module.o"
@@ -82,7 +83,9 @@ class KernelCodeError(ValueError):
 
 
 def _module_prefix(path: Path) -> str:
-    return path.name.split(".cpu_after_optimizations")[0] + "."
+    """``module_NNNN.<module>.``, what every file XLA wrote for the module ``path`` begins with."""
+    named = describe(path.name)
+    return (named[0] if named else path.name) + "."
 
 
 def _dumped(path, head: str, tail: str) -> dict:

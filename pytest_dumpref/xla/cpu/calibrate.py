@@ -72,10 +72,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import cost_model
+from ..naming import BACKENDS
 from .kernel_code import facts, kernel_objects, read_code, scalar_kernels, unread_why, vector_accesses
 
 F32 = "float32"
-ME = "pytest_dumpref.xla.calibrate"
+ME = "pytest_dumpref.xla.cpu.calibrate"
 ROW = 1024                                    # every calibration array is f32[rows, 1024]
 CURVE_ROWS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 COMPUTE_ROWS = 128                            # 512 KiB an array: input and output in L2 (1 MiB)
@@ -438,7 +439,7 @@ def plan(rounds: int = 10, calls_per_round: int = 5, seed: int = 0, *, variants:
          programs: dict | None = None, timeout_s: float = 120, passes: int = 5):
     """A ``TimingPlan`` of the calibration kernels (with ``cold_stream``), plus any
     ``variants`` / ``programs`` of the caller's, timed in the same interleaved rounds."""
-    from ..timing import TimingPlan
+    from ...timing import TimingPlan
     cv, cp = plan_variants()
     first = next(iter(cp.values()))
     return TimingPlan(program=first[0], args=first[1],
@@ -461,7 +462,7 @@ def rates_from(result, vectorised: Mapping[str, str] | None = None) -> "cost_mod
     classes whose calibration kernel this XLA vectorises, with why
     (:func:`vectorised_scalar_kernels`, which compiles them: None where jax is not at hand,
     as in the listing, which then takes them to be scalar, as they are on jaxlib 0.10)."""
-    from .. import timing
+    from ... import timing
 
     vectorised = vectorised or {}
     v = result.variants
@@ -677,7 +678,7 @@ def vectorised_scalar_kernels() -> types.MappingProxyType:
         args = [jax.device_put(np.ones(shape, dtype), cpu) for dtype, shape in _scalar_args(cls, COMPUTE_ROWS)]
         with tempfile.TemporaryDirectory() as folder:
             dump_optimized(fn, args, folder)
-            optimized = next(Path(folder).glob("*cpu_after_optimizations.txt"), None)
+            optimized = next(Path(folder).glob(BACKENDS["cpu"].optimized_glob), None)
             code = read_code(optimized) if optimized else {}
             loops = vector_accesses(optimized, code) if optimized else {}
             if not loops:
@@ -739,7 +740,7 @@ def check_rows(result, rates: "cost_model.Rates") -> list:
 
 
 def machine_info() -> dict:
-    from ..provenance import cpu_caches
+    from ...provenance import cpu_caches
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -754,7 +755,7 @@ def machine_info() -> dict:
 
 def calibrate(rounds: int = 10, calls_per_round: int = 5) -> tuple:
     """Measure this machine's rates: ``(Rates, check rows, seconds it took)``."""
-    from ..timing import run_plan
+    from ...timing import run_plan
     t0 = time.perf_counter()
     result = run_plan(plan(rounds, calls_per_round))
     rates = rates_from(result, vectorised=vectorised_scalar_kernels())
@@ -815,12 +816,12 @@ def read_optimized(path) -> tuple[str, str | None]:
 
 # ---- the model as one file a reader runs on a timing run and dumps of their own ---------------
 
-MODEL_ROOTS = {"calibrate": ["model_main"]}
-MODEL_MODULES = ("shapes", "shape_inference", "hlo", "traffic", "cost_model", "kernel_code", "pytest_dumpref.timing",
-                 "calibrate")
+MODEL_ROOTS = {"pytest_dumpref.xla.cpu.calibrate": ["model_main"]}
+MODEL_MODULES = ("shapes", "shape_inference", "hlo", "naming", "traffic", "pytest_dumpref.xla.cpu.cost_model",
+                 "pytest_dumpref.xla.cpu.kernel_code", "pytest_dumpref.timing", "pytest_dumpref.xla.cpu.calibrate")
 MODEL_HEADER = '''"""cost_model.py: the kernel cost model (pytest-dumpref, as it ran), on its own, with the rates
 it reads from a timing run's calibration kernels and the HLO and buffer-assignment readers it
-uses (cut from pytest_dumpref/xla/cost_model.py, calibrate.py, hlo.py, shapes.py, traffic.py
+uses (cut from pytest_dumpref/xla/cpu/cost_model.py, calibrate.py, hlo.py, shapes.py, traffic.py
 and pytest_dumpref/timing.py).  Plain Python, no jax:
 
     python cost_model.py run.json FILE...
@@ -836,7 +837,7 @@ def run_rates(run_json: dict) -> "cost_model.Rates":
     """The rates of the calibration kernels of a timing run (``run_json``: what timed.py printed)."""
     from types import SimpleNamespace
 
-    from ..timing import VariantTiming
+    from ...timing import VariantTiming
     return rates_from(SimpleNamespace(variants={k: VariantTiming(**v) for k, v in run_json["variants"].items()}))
 
 
@@ -873,7 +874,7 @@ def model_main(argv=None) -> int:
 
 def model_listing() -> str:
     """cost_model.py: the model, its rates and its readers as one runnable file (MODEL_ROOTS)."""
-    from .standalone import listing
+    from ..standalone import listing
     return (listing(MODEL_ROOTS, order=MODEL_MODULES, header=MODEL_HEADER)
             + '\n\nif __name__ == "__main__":\n    raise SystemExit(model_main())\n')
 
@@ -923,7 +924,7 @@ def record_model_kernels(evidence, run, fused, plain) -> dict:
     the run's measured and the model's seconds per call, of the fused program ("fused",
     "fused model") and of the extra time without fusion ("extra", "extra model"), for the
     claim to judge; the tables are one run's, stated and not compared."""
-    from ..claims import varies
+    from ...claims import varies
     times, pf, pu = model_times(run, fused, plain)
     rows = []
     for variant, p in (("fused", pf), ("without fusion", pu)):
@@ -933,7 +934,7 @@ def record_model_kernels(evidence, run, fused, plain) -> dict:
                  for k in p.kernels]
         rows.append({"variant": variant, "kernel": "(the program: dispatch and kernels)", "regime": varies(""),
                      "model (us)": varies(round(p.total_s * 1e6, 1))})
-    evidence.table("the kernel cost model (pytest_dumpref/xla/cost_model.py; whole, as one file, the listing "
+    evidence.table("the kernel cost model (pytest_dumpref/xla/cpu/cost_model.py; whole, as one file, the listing "
                    "cost_model.py of the claim 'The time of undoing the pass, across programs') on both "
                    "variants, at rates measured in a run of its own (not compared: one run's)", rows)
     evidence.table("the model against the first of its runs (the first row of the table of its runs; not "
@@ -959,7 +960,7 @@ def across_programs(run, predicted_bytes: dict, dumps: dict) -> dict:
     bytes), refused (the programs the model has no rate for), model ((program, fused
     measured, fused model, extra measured, extra model) seconds, every program it prices) and
     predictions (program -> the model's (fused, unfused) Prediction, the same programs)."""
-    from ..claims import varies
+    from ...claims import varies
     rates = rates_from(run, vectorised=vectorised_scalar_kernels())
     points, rows, exact, refused, model = [], [], [], [], []
     predictions = {}
@@ -1047,7 +1048,7 @@ def extra_time_errors(run, model: list) -> dict:
 def extra_time_goal_rows(run, model: list, goal: dict) -> list:
     """The rows of a table of ``extra_time_errors`` against ``goal`` ({"median", "worst"}),
     each this run's: shown, not compared."""
-    from ..claims import varies
+    from ...claims import varies
     e = extra_time_errors(run, model)
     rows = [{"error": "extra time, median |measured/model - 1|", "this run": varies(round(e["median"], 3)),
              "goal": goal["median"]},
@@ -1072,7 +1073,7 @@ def record_model_runs(evidence, times: list, within: tuple) -> list:
     """Record the model's extra time against the measured one in several runs of its own
     (``times``: ``model_times``' first element, one per run) and their median against the goal
     ``within`` (low, high); stated, not compared: each run's.  Returns measured/model per run."""
-    from ..claims import varies
+    from ...claims import varies
     low, high = within
     ratios = [t["extra"] / t["extra model"] for t in times]
     n = len(times)
@@ -1095,7 +1096,7 @@ def record_model_from_the_page(evidence, folder, run, names: list, dumps: dict) 
     optimized modules of the programs ``names`` (``dumps``: program -> its dumps), and record
     the listing and the commands that reproduce its prices from the page.  Returns
     ``run_model_from_the_page``'s (lines printed, lines priced here) for the claim to judge."""
-    from .. import timing
+    from ... import timing
     from .fusion_programs import dump_commands
     files = [x.files.optimized for name in names for x in dumps[name]]
     out = run_model_from_the_page(folder, run, files)

@@ -66,7 +66,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import timing
+from ... import timing
 
 FREQUENCY = 4000          # samples a second of CPU time
 SHARE = 0.2               # the share of calls kept: those of the fastest stretches

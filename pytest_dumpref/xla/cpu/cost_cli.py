@@ -12,25 +12,22 @@ Each error is one line on stderr naming the file (with ``--json``, one JSON obje
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
-from . import EXIT_BAD_INPUT
+from .. import EXIT_BAD_INPUT
 from . import calibrate as cal
 from . import cost_model, kernel_code
+from ..dump import DumpError, DumpFolder
+from ..naming import BACKENDS, BackendMismatch, describe, require_backend
 
 DEFAULT_RATES = "dumpref-rates.json"
-CPU_SUFFIX = ".cpu_after_optimizations.txt"
-OPTIMIZED = "*" + CPU_SUFFIX
+OPTIMIZED = BACKENDS["cpu"].optimized_glob
+CPU_SUFFIX = OPTIMIZED[1:]
 # What the predicted times are: timing.py's method, which calibrate's rates are measured with.
 METHOD = ("time per call as pytest_dumpref/timing.py measures it: pinned to one core, single-threaded "
           "XLA (--xla_cpu_multi_thread_eigen=false), not plain multi-threaded jax's")
 
-# The files XLA writes per module (xla/dump.py lists them), by what they are to ``cost``.
-_BEFORE = re.compile(r"^(?P<module>.+)\.before_optimizations\.txt$")
-_AFTER = re.compile(r"^(?P<stem>.*?)after_optimizations(?P<kind>-[a-z-]+)?\.txt$")
-_SNAPSHOT = re.compile(r"^(?P<module>.+?)\.(?P<step>\d{4,})\.(?P<rest>.+)\.txt$")
 
 
 def register_cli(subparsers) -> None:
@@ -89,7 +86,7 @@ def _print_rates(rates, seconds: float) -> None:
 
 def _calibrate(**options):
     """calibrate.calibrate's (rates, result, seconds), or None after saying on stderr why it failed."""
-    from ..timing import TimingError
+    from ...timing import TimingError
     try:
         return cal.calibrate(**options)
     except TimingError as e:
@@ -123,28 +120,35 @@ def _check_optimized(path: Path) -> None:
     """Refuse, naming ``path``, a file that is not an optimized module as XLA:CPU runs it:
     the module before optimizations, a snapshot after some pass, the files XLA writes beside
     the optimized module, XLA:GPU's, or (whatever the name) an unscheduled module."""
-    name, folder = path.name, path.parent
-    m = _BEFORE.match(name)
-    if m:
-        raise _Refused(f"{path}: the module before XLA's optimizations: not the kernels XLA:CPU runs "
-                       f"(no fusion, no buffer assignment); {_instead(folder / (m['module'] + CPU_SUFFIX))}")
-    m = _AFTER.match(name)
-    if m and m["kind"]:
-        raise _Refused(f"{path}: not a module but the '{m['kind'][1:]}' XLA writes beside one; "
-                       f"{_instead(folder / (m['stem'] + 'after_optimizations.txt'))}")
-    if m and m["stem"].endswith("gpu_"):
-        raise _Refused(f"{path}: XLA:GPU's optimized module: the model prices XLA:CPU's kernels at this "
-                       "machine's rates; give a dump of a compile for the CPU")
-    if not m:
-        s = _SNAPSHOT.match(name)
-        if s:
-            raise _Refused(f"{path}: a snapshot of the module after one of XLA's passes (step {s['step']}), "
-                           f"not the optimized module XLA:CPU runs; {_instead(folder / (s['module'] + CPU_SUFFIX))}")
+    folder = path.parent
+    named = describe(path.name)      # how XLA names the files of a module: naming.py
+    if named is not None:
+        key, what = named
+        optimized = folder / (key + CPU_SUFFIX)
+        if what.kind == "before_optimizations":
+            raise _Refused(f"{path}: the module before XLA's optimizations: not the kernels XLA:CPU runs "
+                           f"(no fusion, no buffer assignment); {_instead(optimized)}")
+        if what.kind == "snapshot":
+            raise _Refused(f"{path}: a snapshot of the module after one of XLA's passes (step {what.step:04d}), "
+                           f"not the optimized module XLA:CPU runs; {_instead(optimized)}")
+        if what.kind in ("buffer-assignment", "memory-usage-report") or (
+                what.kind == "other" and "after_optimizations" in path.name):
+            side = path.name[path.name.index("after_optimizations") + len("after_optimizations") + 1:-len(".txt")]
+            raise _Refused(f"{path}: not a module but the '{side}' XLA writes beside one; "
+                           f"{_instead(folder / (path.name[:path.name.index('after_optimizations')] + 'after_optimizations.txt'))}")
+        if what.kind == "optimized" and what.platform and what.platform.endswith("gpu_"):
+            raise _Refused(f"{path}: XLA:GPU's optimized module: the model prices XLA:CPU's kernels at this "
+                           "machine's rates; give a dump of a compile for the CPU")
     try:
         with path.open(encoding="utf-8") as f:
             first = f.readline()
     except (OSError, UnicodeDecodeError):
         return                                  # the read proper says why
+    try:   # the header's entry layout is tiled on a TPU: refused before any rate is measured
+        require_backend(path, first, "cpu", "the kernel cost model (XLA:CPU's kernels priced at rates "
+                        "measured on this machine)")
+    except BackendMismatch as e:
+        raise _Refused(str(e)) from None
     if first.startswith("HloModule ") and "is_scheduled=true" not in first:
         raise _Refused(f"{path}: an unscheduled HLO module, not the optimized module XLA:CPU runs "
                        "(before its optimizations or after an early pass); give the "
@@ -157,9 +161,39 @@ def _files(path: Path) -> list:
         return [path]
     found = sorted(path.glob(OPTIMIZED))
     if not found:
+        try:
+            backends = {m.backend for m in DumpFolder(path).modules if m.backend not in (None, "cpu")}
+        except DumpError:
+            backends = set()
+        if backends:
+            raise _Refused(f"{path}: a dump of modules compiled for "
+                           f"{', '.join(BACKENDS[b].chip for b in sorted(backends))} (naming.py reads it from "
+                           f"their file names); the kernel cost model prices XLA:CPU's kernels only and does not guess")
         raise _Refused(f"{path}: a folder with no '{OPTIMIZED}' (write one with XLA_FLAGS=--xla_dump_to={path} "
                        "when running a jax program on the CPU)")
     return found
+
+
+def _refused_before_rates(paths) -> list | None:
+    """[(path, why)] when every PATH is refused before any pricing (another backend's module,
+    a file beside the optimized module, a folder without one); None when one may be priced."""
+    out = []
+    for given in map(Path, paths):
+        try:
+            files = _files(given)
+        except ValueError as e:
+            out.append((given, str(e)))
+            continue
+        for f in files:
+            if not f.is_file():
+                return None             # the pricing says why it cannot be read
+            try:
+                _check_optimized(f)
+            except ValueError as e:
+                out.append((f, str(e)))
+                continue
+            return None
+    return out
 
 
 def _price(f: Path, rates):
@@ -210,6 +244,14 @@ def _load_rates(args):
 
 
 def run_cost(args) -> int:
+    refused = _refused_before_rates(args.paths)
+    if refused is not None:     # nothing to price: say why without measuring rates first
+        for path, message in refused:
+            if args.json:
+                print(json.dumps({"file": str(path), "error": message}))
+            else:
+                print(f"error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     loaded = _load_rates(args)
     if loaded is None:
         return EXIT_BAD_INPUT
