@@ -15,6 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from gfm import fenced_blocks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,6 +25,8 @@ README = REPO / "README.md"
 RUN = {
     ("Quick start", "sh", 0): "test_quick_start_is_two_commands_in_a_venv_and_ci_runs_them",
     ("A claim is a test", "python", 0): "test_the_claim_example_is_a_claim_that_renders_and_checks",
+    ("On a TPU", "python", 0): "test_the_tpu_example_renders_and_checks_on_a_tpu",
+    ("On a TPU", "sh", 0): "test_the_tpu_example_renders_and_checks_on_a_tpu",
     ("Evidence kinds", "python", 0): "test_the_kind_of_your_own_renders_and_checks",
     ("Evidence kinds", "python", 1): "test_the_kind_of_your_own_renders_and_checks",
     ("Configuration", "toml", 0): "test_the_configuration_example_shapes_the_writeup",
@@ -161,6 +164,36 @@ def test_the_claim_example_is_a_claim_that_renders_and_checks(pytester):
         assert re.search(rf"\| {row} \| \d{{1,3}}(,\d{{3}})+ B", md), f"{row} is not in the write-up"
     check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", "-p", "no:cacheprovider")
     check.assert_outcomes(passed=1)
+
+
+# ---- On a TPU ------------------------------------------------------------------------------
+
+@pytest.mark.tpu
+def test_the_tpu_example_renders_and_checks_on_a_tpu(pytester):
+    """The TPU example as claims/test_softmax_tpu.py (its first line says so), with the section's
+    commands: rendered on the chip it is measured live and recorded; checked there live, and
+    checked again replayed from its recording (--dumpref-record=none, as CI replays it), every
+    line reproduces; recorded again with --dumpref-record=all."""
+    code = block("On a TPU", "python").text
+    assert code.splitlines()[0].startswith("# claims/test_softmax_tpu.py"), code.splitlines()[0]
+    pytester.makepyprojecttoml('[tool.dumpref]\nsections = ["fusion"]\n')
+    pytester.mkdir("claims")
+    (pytester.path / "claims" / "test_softmax_tpu.py").write_text(code)
+    res = pytester.runpytest("claims/", "--dumpref-report=writeup.md", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    md = (pytester.path / "writeup.md").read_text()
+    assert "| HBM bytes, fused | 1,073,742,336 B |" in md, md
+    assert list((pytester.path / "recordings").rglob("*.tar.xz"))
+    commands = [c.split() for c in commands(block("On a TPU", "sh").text)]
+    assert [c[3:] for c in commands] == [["--dumpref-report=writeup.md"],
+                                         ["--dumpref-report=writeup.md", "--dumpref-record=all"],
+                                         ["--dumpref-check=writeup.md"]]
+    for mode in ("once", "none"):   # live on the chip, then replayed from the recording
+        check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", f"--dumpref-record={mode}",
+                                   "-p", "no:cacheprovider")
+        assert check.ret == 0, check.stdout.str()
+    again = pytester.runpytest(*commands[1][3:], "claims/", "-p", "no:cacheprovider")
+    again.assert_outcomes(passed=1)
 
 
 # ---- Measured values -----------------------------------------------------------------------
