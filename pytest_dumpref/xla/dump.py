@@ -449,8 +449,15 @@ class Dump:
                  "# left out: *.debug_options (holds the dump path), *_fusion.html (compressed "
                  "graphs whose bytes vary between identical compiles), *.ll and *.o (not HLO)"]
         prefix = f"module_{self.files.id}."
+        backend = naming.BACKENDS.get(self.files.backend or "")
+        environment = backend.environment_files if backend else ()
+        if backend and environment:
+            lines.append(f"# left out, as {backend.chip} writes them about the compile's environment: "
+                         f"{', '.join(environment)}")
         for p in sorted(self.folder.iterdir()):
             if not p.is_file() or not p.name.startswith(prefix) or not p.name.endswith(_HASHED_SUFFIXES):
+                continue
+            if p.name.endswith(environment):
                 continue
             digest = hashlib.sha256(strip_source_info(read_text(p)).encode()).hexdigest()
             lines.append(f"{digest}  {stable_file_name(p.name[len(prefix):])}")

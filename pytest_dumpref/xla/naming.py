@@ -42,7 +42,9 @@ class Backend:
     name (the TPU's ``.cl_<id>``); ``marker_files``: file name tails only this backend writes;
     ``fusion_passes``: the passes that fuse, as its pipeline names them (what ``unfused`` takes);
     ``chip``: how the write-up names what it compiles for; ``optimized_glob``: a glob of its
-    optimized modules' file names."""
+    optimized modules' file names; ``environment_files``: file name tails of what the backend
+    writes about the compile's environment, not about the program (left out of a dump's
+    manifest: some differ between two identical compiles)."""
     name: str
     chip: str
     optimized_prefix: str
@@ -50,6 +52,7 @@ class Backend:
     marker_files: tuple
     fusion_passes: tuple
     optimized_glob: str
+    environment_files: tuple = ()
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
@@ -57,7 +60,10 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
     # libtpu writes no platform word before after_optimizations; its module names end in the
     # compilation's id (.cl_NNN) and it writes tpu_comp_env.txt beside them
     Backend("tpu", "TPU", r"", r"\.cl_\d+", ("tpu_comp_env.txt",), ("tpu_fusion",),
-            "*.cl_*.after_optimizations.txt"),
+            "*.cl_*.after_optimizations.txt",
+            # hlo_module_config.txt differs between two compiles of one program in one process
+            ("tpu_comp_env.txt", "hlo_module_config.txt", "target_arguments.txt", "execution_options.txt",
+             "basic_compiler_metadata.txt", "transfer_stats.txt", "flagfile")),
     # XLA:GPU prefixes the compute capability (CUDA) or the gfx name (ROCm)
     Backend("gpu", "XLA:GPU", r"(?:sm_\d+\.\d+|gfx[0-9a-z]+)_gpu_", None, (),
             ("priority-fusion", "fusion", "multi_output_fusion", "horizontal-loop-fusion"),
