@@ -172,6 +172,9 @@ class Allocation:
     kinds: tuple
     parameter: int | None = None
     values: list = field(default_factory=list)
+    # the memory it is allocated in: XLA's color, 0 (the default memory space; HBM on a TPU)
+    # unless the header says "color N" (1: a TPU's VMEM)
+    color: int = 0
 
     @property
     def is_temp(self) -> bool:
@@ -256,7 +259,9 @@ def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
             for k in ("constant", "thread-local", "maybe-live-out", "preallocated-temp"):
                 if re.search(r"(^|, )" + k + r"(,|$)", rest):
                     kinds.append(k)
-            allocations.append(Allocation(int(m.group(1)), int(m.group(2)), tuple(kinds), param))
+            color = re.search(r"(?:^|, )color (\d+)(?:,|$)", rest)
+            allocations.append(Allocation(int(m.group(1)), int(m.group(2)), tuple(kinds), param,
+                                          color=int(color.group(1)) if color else 0))
             continue
         if line.lstrip().startswith("value:") and allocations:
             v = _VALUE.match(line)

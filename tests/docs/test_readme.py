@@ -184,15 +184,15 @@ def test_the_tpu_example_renders_and_checks_on_a_tpu(pytester):
     md = (pytester.path / "writeup.md").read_text()
     assert "| HBM bytes, fused | 1,073,742,336 B |" in md, md
     assert list((pytester.path / "recordings").rglob("*.tar.xz"))
-    commands = [c.split() for c in commands(block("On a TPU", "sh").text)]
-    assert [c[3:] for c in commands] == [["--dumpref-report=writeup.md"],
+    lines = [c.split() for c in commands(block("On a TPU", "sh").text)]
+    assert [c[3:] for c in lines] == [["--dumpref-report=writeup.md"],
                                          ["--dumpref-report=writeup.md", "--dumpref-record=all"],
                                          ["--dumpref-check=writeup.md"]]
     for mode in ("once", "none"):   # live on the chip, then replayed from the recording
         check = pytester.runpytest("claims/", "--dumpref-check=writeup.md", f"--dumpref-record={mode}",
                                    "-p", "no:cacheprovider")
         assert check.ret == 0, check.stdout.str()
-    again = pytester.runpytest(*commands[1][3:], "claims/", "-p", "no:cacheprovider")
+    again = pytester.runpytest(*lines[1][3:], "claims/", "-p", "no:cacheprovider")
     again.assert_outcomes(passed=1)
 
 

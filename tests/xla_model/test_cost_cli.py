@@ -88,7 +88,7 @@ def test_a_folder_without_an_optimized_module_is_refused_by_name(tmp_path, rates
     empty = tmp_path / "empty"
     empty.mkdir()
     code, out, err = cost(capsys, empty, "--rates", rates)
-    assert code == 2 and len(out.splitlines()) == 2     # only the method and the rates
+    assert code == 2 and out == ""      # nothing to price: refused before rates are read or measured
     assert err.splitlines() == [f"error: {empty}: a folder with no '*.cpu_after_optimizations.txt' "
                                 f"(write one with XLA_FLAGS=--xla_dump_to={empty} when running a jax program "
                                 "on the CPU)"]

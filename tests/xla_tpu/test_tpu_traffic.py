@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from pytest_dumpref.xla.hlo import parse_module, parse_shape
-from pytest_dumpref.xla.traffic import counting_for, module_traffic, xla_float32_total
+from pytest_dumpref.xla.traffic import counting_for, module_traffic, parse_buffer_assignment, xla_float32_total
 from pytest_dumpref.xla.tpu import counting
 
 from tpu_corpus import corpus_variants, cost_of, optimized_file
@@ -70,10 +70,11 @@ def test_softmax_8192_round_trips_through_hbm_what_the_seed_says(tpu_corpus):
     spaces = traffic.bytes_by_memory_space()
     assert spaces["HBM"] == (3 * x + 512, x)
     assert spaces["VMEM"] == (3 * 8192 * 4, 2 * 8192 * 4)   # two row vectors written, read 3 times
-    ba = next(folder.glob("*-buffer-assignment.txt")).read_text()
-    constant = [block for block in ba.split("allocation ") if "constant.3 @0" in block]
-    assert len(constant) == 1 and "constant" in constant[0].splitlines()[0] and "color" not in constant[0]
-    assert "color 1" in next(b for b in ba.split("allocation ") if "reduce_max.7 @" in b)
+    ba = parse_buffer_assignment(next(folder.glob("*-buffer-assignment.txt")).read_text())
+    (constant,) = [a for a in ba if [v.name for v in a.values] == ["constant.3"]]
+    assert constant.kinds == ("constant",) and constant.color == 0 and constant.size == 512
+    (rows,) = [a for a in ba if "reduce_max.7" in [v.name for v in a.values]]
+    assert rows.color == 1 and {v.name for v in rows.values} == {"reduce_max.7", "fusion.1"}
     reduce_max = next(k for k in traffic.kernels if k.name == "reduce_max.7")
     assert reduce_max.spaces == {"HBM": (x + 512, 0), "VMEM": (0, 8192 * 4)}
 
