@@ -22,7 +22,7 @@ import pytest
 from . import config as dumpref_config
 from .claims import ClaimError, Evidence, varies
 from .recording import RecordingPlan, path_for
-from .session import DumprefSession, Machine, MarkerError, parse_claim_marker, parse_provenance_marker
+from .session import FINDING, DumprefSession, Machine, MarkerError, parse_claim_marker, parse_provenance_marker
 from .writeup import WriteupError
 
 # the compiler's fixtures and hooks: a plugin of their own (-p no:pytest_dumpref.jax_fixtures
@@ -324,6 +324,16 @@ def pytest_runtest_makereport(item, call):
             reason = report.longrepr[2]
         elif call.excinfo is not None:
             reason = call.excinfo.exconly()
+        if report.when == "call" and report.failed and call.excinfo is not None \
+                and call.excinfo.errisinstance(AssertionError):
+            # --dumpref-check: a failure the check does not judge the write-up by (a measured
+            # conclusion on another machine, a claim the write-up does not establish) is
+            # reported as a finding, the test skipped with it
+            why = _session(item.config).failure_not_judged(record.nodeid, record.evidence.items, reason)
+            if why is not None:
+                report.outcome = "skipped"
+                report.longrepr = (str(item.path), (item.location[1] or 0) + 1, FINDING + why)
+                outcome, reason = "skipped", FINDING + why
         data = _session(item.config).finalize(record, outcome, reason)
         report.user_properties.append((_PROPERTY, json.dumps(data, sort_keys=True)))
     if record is not None and report.when == "call":

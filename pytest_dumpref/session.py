@@ -22,6 +22,8 @@ from .config import DEFAULT_SECTION, DumprefConfig
 from .provenance import cpu_model_name, environment
 
 PROVENANCE_KEYS = {"dtype", "shapes", "method", "chip"}
+# how a claim's record says the check did not judge the file by its failure (plugin.py)
+FINDING = "dumpref check: "
 CLAIM_SIGNATURE = "claim(text, *, title=None, section=None, finding=None)"
 # A check names this many measured values that came nearest their tolerance, so that a value
 # drifting toward failure is seen while it still passes.
@@ -124,6 +126,9 @@ class DumprefSession:
         self.machine: list[str] = []
         self.reruns: list[str] = []             # what each fresh-process re-run of a check decided
         self.speed_lines: list[str] = []        # per claim with rulers: the speed its times were judged at, or why none
+        # --dumpref-check: claims whose outcome this run does not judge the file by, node id ->
+        # why (a measured conclusion on another machine; a claim failing as the file says it does)
+        self.findings: dict[str, str] = {}
 
     # -- per test ---------------------------------------------------------------------
     def new_record(self, nodeid: str, claim: tuple, provenance: Provenance | None,
@@ -184,6 +189,52 @@ class DumprefSession:
 
     def collect(self, data: dict) -> None:
         self.records[data["nodeid"]] = data
+
+    # -- a check on another machine ---------------------------------------------------------
+    def machine_differences(self) -> list[str]:
+        """--dumpref-check: the machine fields on which the file and this run differ ([] in a
+        render, or on the file's machine)."""
+        if self.written is None:
+            return []
+        return check.machine_differences(self.written["environment"], self.environment(),
+                                         writeup.machine_fields(self.config))
+
+    def failure_not_judged(self, nodeid: str, evidence_items: list, message: str) -> str | None:
+        """--dumpref-check, for a claim whose assertion failed: why that failure does not fail
+        the check, or None when it does.  It does not when the file lists the claim as not
+        established (the run reproduces the file), nor when the file established it on another
+        machine from measured values (a number or cell with its noise): a measured conclusion
+        that does not hold on this machine is a finding about this machine, reported with both
+        machines' figures; the file's record stands.  A claim without measured evidence that
+        fails on any machine fails the check: its evidence no longer derives."""
+        if self.written is None:
+            return None
+        w = self.written["claims"].get(nodeid)
+        if w is None:
+            return None
+        first = message.splitlines()[0] if message else ""
+        if w.get("outcome") != "passed":
+            why = f"not established in this run, as {self.check_path} says ({first})"
+        elif not _has_measured(evidence_items) or not self.machine_differences():
+            return None
+        else:
+            why = (f"its measured conclusion does not hold on this machine, which differs from "
+                   f"{self.check_path}'s in {', '.join(self.machine_differences())}: {first}")
+        self.findings[nodeid] = why + _side_by_side(w.get("evidence", []), evidence_items)
+        return why
+
+    def _outcome_flips_on_this_machine(self) -> None:
+        """A claim the file lists as not established whose measured conclusion holds on this
+        (another) machine: a finding; the file's record stands."""
+        if not self.machine_differences():
+            return
+        for nodeid, rec in self.records.items():
+            w = self.written["claims"].get(nodeid) if self.written else None
+            if w and w.get("outcome") != "passed" and rec.get("outcome") == "passed" \
+                    and _has_measured(rec.get("evidence", [])):
+                self.findings[nodeid] = (f"holds on this machine, which differs from {self.check_path}'s in "
+                                         f"{', '.join(self.machine_differences())}, where it was not established"
+                                         + _side_by_side(w.get("evidence", []), rec.get("evidence", [])))
 
     # -- end of run -----------------------------------------------------------------------
     def environment(self) -> dict:
@@ -248,6 +299,13 @@ class DumprefSession:
         if written is None or path is None:
             return
         name = self._name(path)
+        self._outcome_flips_on_this_machine()
+        for nodeid, rec in self.records.items():    # an xdist worker's finding travels in its record
+            if rec.get("outcome") == "skipped" and str(rec.get("reason", "")).startswith(FINDING):
+                self.findings.setdefault(nodeid, rec["reason"][len(FINDING):])
+        for nodeid in self.findings:    # judged by the file's record: the finding is reported apart
+            if nodeid in written["claims"]:
+                self.records[nodeid] = written["claims"][nodeid]
         outcomes = {k: v["outcome"] for k, v in self.records.items()}
         if not narrowed:
             self.problems += check.missing_claims(written["claims"], outcomes, covers)
@@ -490,12 +548,16 @@ class DumprefSession:
             if closest:
                 lines.append("dumpref: the measured values nearest their tolerance (share of it used):")
                 lines += [f"  {m}" for m in closest]
+        if self.findings:
+            lines.append("dumpref: claims judged by the write-up's record, not by this run (findings about "
+                         "this machine or claims the write-up does not establish):")
+            lines += [f"  {nodeid}: {why}" for nodeid, why in sorted(self.findings.items())]
         problems = list(self.problems)
         if self.written is not None:
             problems += [
                 f"claim {nodeid} {r['outcome']}: {r['reason'].splitlines()[0] if r['reason'] else ''}"
                 for nodeid, r in sorted(self.records.items())
-                if r["outcome"] in ("failed", "error")
+                if r["outcome"] in ("failed", "error") and nodeid not in self.findings
                 and self.written["claims"].get(nodeid, {}).get("outcome") == "passed"]
             diffs = self.check_result.differences if self.check_result else []
             problems += [str(d) for d in diffs[:check.MAX_REPORTED]]
@@ -547,3 +609,30 @@ def _line_of(lines: list[str], nodeid: str, what: str) -> int:
     kind = kinds.KINDS.get(name)
     found = kind.line_of(lines, start, ast.literal_eval(label)) if kind is not None and label else None
     return found if found is not None else start + 1
+
+
+def _has_measured(items) -> bool:
+    """Whether evidence items hold a measured value: a number or table cell with its noise."""
+    if isinstance(items, dict):
+        return "noise" in items and items.get("noise") is not None or any(_has_measured(v) for v in items.values())
+    if isinstance(items, (list, tuple)):
+        return any(_has_measured(v) for v in items)
+    return False
+
+
+def _side_by_side(written: list, now: list) -> str:
+    """The numbers of a claim in the file and in this run, side by side (the measured ones
+    first), as text appended to a finding."""
+    def numbers(items):
+        return {i.get("name"): i.get("value") for i in items if i.get("kind") == "number"}
+    a, b = numbers(written), numbers(now)
+    names = [n for n in a if n in b]
+    if not names:
+        return ""
+    return "; the file's | this run's: " + "; ".join(f"{n}: {_short_value(a[n])} | {_short_value(b[n])}" for n in names[:8])
+
+
+def _short_value(v) -> str:
+    if isinstance(v, dict) and "value" in v:
+        v = v["value"]
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
