@@ -1338,9 +1338,16 @@ def tour(folder, *, module: str | None = None, top: int = 10, xla: bool = True,
             entry["baseline"] = {"R0": base.bytes_read, "W0": base.bytes_written,
                                  "N0": base.instructions}
             entry["passes"] = []
+            entry["backend"] = mf.backend
             for rank, c in enumerate(top_changes, start=1):
                 item = {"rank": rank, **c.to_dict(excerpts=True)}
-                if xla:
+                if xla and mf.backend not in (None, "cpu"):
+                    # the jaxlib here is XLA:CPU's: its cost analysis would count this module
+                    # as XLA:CPU counts; the bytes above are this backend's own (traffic.py)
+                    item["xla"] = {"error": f"not asked: XLA's cost analysis here is XLA:CPU's, and this module was "
+                                            f"compiled for {mf.backend}; its bytes above are counted as {mf.backend} "
+                                            f"counts them"}
+                elif xla:
                     try:
                         fb, fa = c.flops()
                         xb, xa = c.xla_bytes_accessed()

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import sqlite3
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from dataclasses import field
 from itertools import chain
 from pathlib import Path
 from typing import Any
+
+naming = sys.modules[__name__]  # pytest_dumpref.xla.naming: its definitions are listed here
 
 
 # ---- from pytest_dumpref/xla/shapes.py ----------------------------------------------------
@@ -1597,20 +1600,146 @@ def read_fusion_log_file(path) -> list[FusionDecision]:
     return decisions_of_frames(path, _pyz_frames(path))
 
 
-# ---- from pytest_dumpref/xla/dump.py ------------------------------------------------------
+# ---- from pytest_dumpref/xla/naming.py ----------------------------------------------------
 
-# What a dump file name says.  The module name may itself contain dots, so the step (4+ digits
-# between dots) and the fixed suffixes are what anchor the split.
+@dataclass(frozen=True)
+class Backend:
+    """One row of the table: how a backend names its dump files and passes.
+
+    ``optimized_prefix``: what stands before ``after_optimizations`` in the optimized module's
+    file name (a regular expression); ``module_suffix``: what the backend appends to the module's
+    name (the TPU's ``.cl_<id>``); ``marker_files``: file name tails only this backend writes;
+    ``fusion_passes``: the passes that fuse, as its pipeline names them (what ``unfused`` takes);
+    ``chip``: how the write-up names what it compiles for; ``optimized_glob``: a glob of its
+    optimized modules' file names; ``environment_files``: file name tails of what the backend
+    writes about the compile's environment, not about the program (left out of a dump's
+    manifest: some differ between two identical compiles)."""
+    name: str
+    chip: str
+    optimized_prefix: str
+    module_suffix: str | None
+    marker_files: tuple
+    fusion_passes: tuple
+    optimized_glob: str
+    environment_files: tuple = ()
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("cpu", "XLA:CPU", r"cpu_", None, (), ("fusion",), "*.cpu_after_optimizations.txt"),
+    # libtpu writes no platform word before after_optimizations; its module names end in the
+    # compilation's id (.cl_NNN) and it writes tpu_comp_env.txt beside them
+    Backend("tpu", "TPU", r"", r"\.cl_\d+", ("tpu_comp_env.txt",), ("tpu_fusion",),
+            "*.cl_*.after_optimizations.txt",
+            # hlo_module_config.txt differs between two compiles of one program in one process
+            ("tpu_comp_env.txt", "hlo_module_config.txt", "target_arguments.txt", "execution_options.txt",
+             "basic_compiler_metadata.txt", "transfer_stats.txt", "flagfile")),
+    # XLA:GPU prefixes the compute capability (CUDA) or the gfx name (ROCm)
+    Backend("gpu", "XLA:GPU", r"(?:sm_\d+\.\d+|gfx[0-9a-z]+)_gpu_", None, (),
+            ("priority-fusion", "fusion", "multi_output_fusion", "horizontal-loop-fusion"),
+            "*_gpu_after_optimizations.txt"),
+)}
+
 _PREFIX = re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)$")
 
 _BEFORE_OPT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+)\.before_optimizations\.txt$")
 
-_SNAPSHOT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+?)\.(?P<step>\d{4,})\.(?P<rest>.+)\.txt$")
+_STEP = re.compile(r"^(?P<step>\d{4,})\.(?P<stage>.+)\.txt$")
 
-_AFTER_OPT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+)\.(?P<platform>[^.]*?)_?after_optimizations"
-                        r"(?P<kind>-[a-z-]+)?\.txt$")
+_OPTIMIZED = re.compile(r"^(?P<platform>(?:.*_)?)after_optimizations(?P<kind>-[a-z-]+)?\.txt$")
 
-_STAGE = re.compile(r"^(?P<pipeline>.+?)\.after_(?P<after>.+?)(?:\.before_(?P<before>.+))?$")
+_BETWEEN = re.compile(r"^(?P<pipeline>.+?)\.after_(?P<after>.+?)(?:\.before_(?P<before>.+))?$")
+
+_INSIDE_BEFORE = re.compile(r"^(?P<pipeline>.+?)\.before_(?P<before>.+)$")
+
+@dataclass(frozen=True)
+class Stage:
+    """Where in the pipeline a snapshot was written: ``after`` the pass (or stage) that just ran
+    (``pipeline-start`` where nothing of the pipeline or pass has run yet), ``before`` the one
+    about to run (None for a stage a pass dumps from inside itself)."""
+    pipeline: str
+    after: str
+    before: str | None
+
+def parse_stage(text: str, previous: Stage | None = None) -> Stage:
+    """``<pipeline>.after_<pass>[.before_<pass>]`` or ``<pass>.before_<stage>`` -> Stage;
+    ValueError for anything else.
+
+    A ``<pass>.before_<stage>`` snapshot (the TPU's ``tpu-tiling-rewriter.before_tiling_rewriter``,
+    written from inside layout-assignment) names no pass that just ran: what changed since the
+    ``previous`` snapshot is the work of the pass that snapshot was written before
+    (``Layout_assignment.after_pipeline-start.before_layout-assignment``: layout-assignment), so
+    that pass is its ``after``; with no previous snapshot, ``pipeline-start``."""
+    m = _BETWEEN.match(text)
+    if m:
+        return Stage(m["pipeline"], m["after"], m["before"])
+    m = _INSIDE_BEFORE.match(text)
+    if m:
+        ran = previous.before if previous is not None and previous.before not in (None, "pipeline-end") else None
+        return Stage(m["pipeline"], ran or "pipeline-start", m["before"])
+    raise ValueError(text)
+
+@dataclass(frozen=True)
+class FileName:
+    """What a dump file's name says, once its module's name is known: ``kind`` is one of
+    ``before_optimizations``, ``snapshot`` (with ``step`` and ``stage``), ``optimized``,
+    ``buffer-assignment``, ``memory-usage-report``, ``debug_options``, ``other``; ``platform`` is the word before
+    ``after_optimizations`` (``cpu_``, ``sm_9.0_gpu_``, or empty on a TPU)."""
+    kind: str
+    step: int | None = None
+    stage: str | None = None
+    platform: str | None = None
+
+def module_of_name(name: str) -> tuple[str, str] | None:
+    """(module id, module name) of a ``before_optimizations`` file, else None."""
+    m = _BEFORE_OPT.match(name)
+    return (m["id"], m["name"]) if m else None
+
+def split_prefix(name: str) -> tuple[str, str] | None:
+    """(module id, the rest) of any ``module_NNNN.<rest>`` file name, else None."""
+    m = _PREFIX.match(name)
+    return (m["id"], m["rest"]) if m else None
+
+def guess_module_name(name: str) -> str | None:
+    """The module name of a file whose module has no ``before_optimizations`` file: what
+    stands before the step or before the optimized module's tail."""
+    m = re.match(r"^module_\d+\.(?P<name>.+?)\.\d{4,}\..+\.txt$", name) or \
+        re.match(r"^module_\d+\.(?P<name>.+)\.(?:[^.]*_)?after_optimizations(?:-[a-z-]+)?\.txt$", name)
+    return m["name"] if m else None
+
+def parse_file_name(tail: str) -> FileName:
+    """What the part of a file name after ``module_NNNN.<module>.`` says."""
+    if tail == "before_optimizations.txt":
+        return FileName("before_optimizations")
+    if tail == "debug_options":        # the compile's DebugOptions, as text (any backend)
+        return FileName("debug_options")
+    m = _STEP.match(tail)
+    if m:
+        return FileName("snapshot", int(m["step"]), m["stage"])
+    m = _OPTIMIZED.match(tail)
+    if m:
+        kind = {None: "optimized", "-buffer-assignment": "buffer-assignment",
+                "-memory-usage-report": "memory-usage-report"}.get(m["kind"], "other")
+        return FileName(kind, platform=m["platform"])
+    return FileName("other")
+
+def backend_of_names(module_name: str, tails: list[str]) -> str | None:
+    """The backend a module's files come from, by the table: its name's suffix, a marker file,
+    or the platform word of its optimized module; None when they do not say (a folder with
+    before_optimizations and snapshots only)."""
+    for b in BACKENDS.values():
+        if b.module_suffix and re.search(b.module_suffix + "$", module_name):
+            return b.name
+        if any(t.endswith(m) for t in tails for m in b.marker_files):
+            return b.name
+    for t in tails:
+        f = parse_file_name(t)
+        if f.kind in ("optimized", "buffer-assignment", "memory-usage-report") and f.platform is not None:
+            for b in BACKENDS.values():
+                if b.optimized_prefix and re.fullmatch(b.optimized_prefix, f.platform):
+                    return b.name
+    return None
+
+
+# ---- from pytest_dumpref/xla/dump.py ------------------------------------------------------
 
 class DumpError(Exception):
     """A dump that cannot be read or a compile that did not do what was asked.
@@ -1687,12 +1816,19 @@ def parse_file(path: Path, text: str | None = None):
         msg = str(e)
         raise DumpError(msg if str(path) in msg else f"{path}: {msg}") from None
 
-def parse_stage(rest: str) -> tuple[str, str, str | None]:
-    """``<pipeline>.after_<pass>[.before_<pass>]`` -> (pipeline, after, before)."""
-    m = _STAGE.match(rest)
-    if not m:
-        raise ValueError(rest)
-    return m.group("pipeline"), m.group("after"), m.group("before")
+def snapshots_of(files: "ModuleFiles") -> list[Snapshot]:
+    """The pass snapshots of one module's files, in step order; DumpError naming the file whose
+    name is not a snapshot's (``naming.parse_stage``)."""
+    out: list[Snapshot] = []
+    previous = None
+    for step, rest, path in files.snapshot_paths:
+        try:
+            previous = naming.parse_stage(rest, previous)
+        except ValueError:
+            raise DumpError(f"{path}: not a pass snapshot name (expected <step>.<pipeline>."
+                            f"after_<pass>[.before_<pass>] or <step>.<pass>.before_<stage>)") from None
+        out.append(Snapshot(step, previous.pipeline, previous.after, previous.before, path))
+    return out
 
 @dataclass
 class ModuleFiles:
@@ -1706,6 +1842,17 @@ class ModuleFiles:
     memory_usage_report: Path | None = None
     snapshot_paths: list = field(default_factory=list)   # (step, rest, path)
     other: list = field(default_factory=list)
+    tails: list = field(default_factory=list)            # every file name after the module's
+    backend: str | None = None                           # by naming.backend_of_names
+    debug_options: Path | None = None                    # the compile's options, as text
+
+    def disabled_passes(self) -> list[str]:
+        """The passes the compile was told to skip (``xla_disable_hlo_passes`` in the
+        ``debug_options`` file XLA writes beside the module); [] without that file."""
+        if self.debug_options is None:
+            return []
+        m = re.search(r'^\s*xla_disable_hlo_passes:\s*"([^"]*)"', read_text(self.debug_options), re.M)
+        return [p for p in (m.group(1).split(",") if m else []) if p]
 
     @property
     def key(self) -> str:
@@ -1725,53 +1872,50 @@ def _discover(folder: Path) -> list[ModuleFiles]:
     # is never mistaken for "<name>.<step>".
     known: dict[str, str] = {}
     for n in names:
-        m = _BEFORE_OPT.match(n)
-        if m:
-            get(m["id"], m["name"]).before_optimizations = folder / n
-            known[m["id"]] = m["name"]
+        found = naming.module_of_name(n)
+        if found:
+            get(*found).before_optimizations = folder / n
+            known[found[0]] = found[1]
     for n in names:
-        m = _PREFIX.match(n)
-        if not m or _BEFORE_OPT.match(n):
+        split = naming.split_prefix(n)
+        if not split or naming.module_of_name(n):
             continue
-        mid = m["id"]
+        mid, rest = split
         name = known.get(mid)
         if name is None:
             # a module without before_optimizations: best guess at its name
-            s = _SNAPSHOT.match(n) or _AFTER_OPT.match(n)
-            if not s:
+            name = naming.guess_module_name(n)
+            if name is None:
                 continue
-            name = s["name"]
             known[mid] = name
-        if not m["rest"].startswith(name + "."):
+        if not rest.startswith(name + "."):
             continue
-        tail = m["rest"][len(name) + 1:]
+        tail = rest[len(name) + 1:]
         mf = get(mid, name)
+        mf.tails.append(tail)
         path = folder / n
-        step = re.match(r"^(\d{4,})\.(.+)\.txt$", tail)
-        if step:
-            mf.snapshot_paths.append((int(step[1]), step[2], path))
-            continue
-        a = re.match(r"^(?:.*_)?after_optimizations(-[a-z-]+)?\.txt$", tail)
-        if a:
-            kind = a[1]
-            if kind is None:
-                mf.optimized = path
-            elif kind == "-buffer-assignment":
-                mf.buffer_assignment = path
-            elif kind == "-memory-usage-report":
-                mf.memory_usage_report = path
-            else:
-                mf.other.append(path)
-            continue
-        mf.other.append(path)
+        f = naming.parse_file_name(tail)
+        if f.kind == "snapshot":
+            mf.snapshot_paths.append((f.step, f.stage, path))
+        elif f.kind == "optimized":
+            mf.optimized = path
+        elif f.kind == "buffer-assignment":
+            mf.buffer_assignment = path
+        elif f.kind == "memory-usage-report":
+            mf.memory_usage_report = path
+        elif f.kind == "debug_options":
+            mf.debug_options = path
+        else:
+            mf.other.append(path)
     out = list(modules.values())
     for mf in out:
         mf.snapshot_paths.sort(key=lambda t: t[0])
+        mf.backend = naming.backend_of_names(mf.name, mf.tails)
     out.sort(key=lambda m: (int(m.id), m.name))
     return out
 
 
-# ---- from pytest_dumpref/xla/fusion_policy.py ---------------------------------------------
+# ---- from pytest_dumpref/xla/cpu/fusion_policy.py -----------------------------------------
 
 MOF_REASON = "multi-output fusion not supported by this pass"
 
@@ -2626,7 +2770,7 @@ def predict(module: HloModule, *, fuse: bool = True, wrap: bool = False,
     return out
 
 
-# ---- from pytest_dumpref/xla/fusion.py ----------------------------------------------------
+# ---- from pytest_dumpref/xla/cpu/fusion.py ------------------------------------------------
 
 HOW_TO_DUMP = ("dump with XLA_FLAGS='--xla_dump_to=DIR --xla_dump_hlo_pass_re=.* "
                "--xla_dump_fusion_visualization' (or the compiler options xla_dump_to, "
@@ -2735,8 +2879,7 @@ def main(argv=None) -> int:
     folder = Path(args[0])
     missed = logged = predicted = modules = 0
     for mf in _discover(folder):
-        snaps = [Snapshot(step, *parse_stage(rest), path) for step, rest, path in mf.snapshot_paths]
-        dump = SimpleNamespace(snapshots=snaps)
+        dump = SimpleNamespace(snapshots=snapshots_of(mf))
         log = [d for p in fusion_log_files(folder, mf.id) for d in read_fusion_log_file(p)
                if d.pass_name == "fusion"]
         before = snapshot_before_fusion(dump) or snapshot_before_fusion(dump, unchanged=True)

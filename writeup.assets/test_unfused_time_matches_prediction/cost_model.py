@@ -1,6 +1,6 @@
 """cost_model.py: the kernel cost model (pytest-dumpref, as it ran), on its own, with the rates
 it reads from a timing run's calibration kernels and the HLO and buffer-assignment readers it
-uses (cut from pytest_dumpref/xla/cost_model.py, calibrate.py, hlo.py, shapes.py, traffic.py
+uses (cut from pytest_dumpref/xla/cpu/cost_model.py, calibrate.py, hlo.py, shapes.py, traffic.py
 and pytest_dumpref/timing.py).  Plain Python, no jax:
 
     python cost_model.py run.json FILE...
@@ -30,7 +30,7 @@ from dataclasses import field
 from itertools import chain
 from pathlib import Path
 
-cost_model = sys.modules[__name__]  # pytest_dumpref.xla.cost_model: its definitions are listed here
+cost_model = sys.modules[__name__]  # pytest_dumpref.xla.cpu.cost_model: its definitions are listed here
 timing = sys.modules[__name__]  # pytest_dumpref.timing: its definitions are listed here
 
 
@@ -1457,6 +1457,131 @@ def _column_of(text: str, word: str) -> int | None:
     return i + 1 if i >= 0 else None
 
 
+# ---- from pytest_dumpref/xla/naming.py ----------------------------------------------------
+
+@dataclass(frozen=True)
+class Backend:
+    """One row of the table: how a backend names its dump files and passes.
+
+    ``optimized_prefix``: what stands before ``after_optimizations`` in the optimized module's
+    file name (a regular expression); ``module_suffix``: what the backend appends to the module's
+    name (the TPU's ``.cl_<id>``); ``marker_files``: file name tails only this backend writes;
+    ``fusion_passes``: the passes that fuse, as its pipeline names them (what ``unfused`` takes);
+    ``chip``: how the write-up names what it compiles for; ``optimized_glob``: a glob of its
+    optimized modules' file names; ``environment_files``: file name tails of what the backend
+    writes about the compile's environment, not about the program (left out of a dump's
+    manifest: some differ between two identical compiles)."""
+    name: str
+    chip: str
+    optimized_prefix: str
+    module_suffix: str | None
+    marker_files: tuple
+    fusion_passes: tuple
+    optimized_glob: str
+    environment_files: tuple = ()
+
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("cpu", "XLA:CPU", r"cpu_", None, (), ("fusion",), "*.cpu_after_optimizations.txt"),
+    # libtpu writes no platform word before after_optimizations; its module names end in the
+    # compilation's id (.cl_NNN) and it writes tpu_comp_env.txt beside them
+    Backend("tpu", "TPU", r"", r"\.cl_\d+", ("tpu_comp_env.txt",), ("tpu_fusion",),
+            "*.cl_*.after_optimizations.txt",
+            # hlo_module_config.txt differs between two compiles of one program in one process
+            ("tpu_comp_env.txt", "hlo_module_config.txt", "target_arguments.txt", "execution_options.txt",
+             "basic_compiler_metadata.txt", "transfer_stats.txt", "flagfile")),
+    # XLA:GPU prefixes the compute capability (CUDA) or the gfx name (ROCm)
+    Backend("gpu", "XLA:GPU", r"(?:sm_\d+\.\d+|gfx[0-9a-z]+)_gpu_", None, (),
+            ("priority-fusion", "fusion", "multi_output_fusion", "horizontal-loop-fusion"),
+            "*_gpu_after_optimizations.txt"),
+)}
+
+_PREFIX = re.compile(r"^module_(?P<id>\d+)\.(?P<rest>.+)$")
+
+_BEFORE_OPT = re.compile(r"^module_(?P<id>\d+)\.(?P<name>.+)\.before_optimizations\.txt$")
+
+_STEP = re.compile(r"^(?P<step>\d{4,})\.(?P<stage>.+)\.txt$")
+
+_OPTIMIZED = re.compile(r"^(?P<platform>(?:.*_)?)after_optimizations(?P<kind>-[a-z-]+)?\.txt$")
+
+_TILED = re.compile(r"\{[0-9,]*:[^{}]*T\(\d")
+
+@dataclass(frozen=True)
+class FileName:
+    """What a dump file's name says, once its module's name is known: ``kind`` is one of
+    ``before_optimizations``, ``snapshot`` (with ``step`` and ``stage``), ``optimized``,
+    ``buffer-assignment``, ``memory-usage-report``, ``debug_options``, ``other``; ``platform`` is the word before
+    ``after_optimizations`` (``cpu_``, ``sm_9.0_gpu_``, or empty on a TPU)."""
+    kind: str
+    step: int | None = None
+    stage: str | None = None
+    platform: str | None = None
+
+def module_of_name(name: str) -> tuple[str, str] | None:
+    """(module id, module name) of a ``before_optimizations`` file, else None."""
+    m = _BEFORE_OPT.match(name)
+    return (m["id"], m["name"]) if m else None
+
+def guess_module_name(name: str) -> str | None:
+    """The module name of a file whose module has no ``before_optimizations`` file: what
+    stands before the step or before the optimized module's tail."""
+    m = re.match(r"^module_\d+\.(?P<name>.+?)\.\d{4,}\..+\.txt$", name) or \
+        re.match(r"^module_\d+\.(?P<name>.+)\.(?:[^.]*_)?after_optimizations(?:-[a-z-]+)?\.txt$", name)
+    return m["name"] if m else None
+
+def describe(name: str) -> tuple[str, FileName] | None:
+    """(``module_NNNN.<module>``, what the rest says) of a dump file's name read alone, without
+    its folder (the module's name is what stands before the step, before
+    ``before_optimizations``, or before the optimized module's tail); None for a name that is
+    not a module's file."""
+    if not _PREFIX.match(name):
+        return None
+    found = module_of_name(name)
+    module = found[1] if found else guess_module_name(name)
+    if module is None:
+        return None
+    key = name[:name.index(".") + 1] + module
+    return key, parse_file_name(name[len(key) + 1:])
+
+def parse_file_name(tail: str) -> FileName:
+    """What the part of a file name after ``module_NNNN.<module>.`` says."""
+    if tail == "before_optimizations.txt":
+        return FileName("before_optimizations")
+    if tail == "debug_options":        # the compile's DebugOptions, as text (any backend)
+        return FileName("debug_options")
+    m = _STEP.match(tail)
+    if m:
+        return FileName("snapshot", int(m["step"]), m["stage"])
+    m = _OPTIMIZED.match(tail)
+    if m:
+        kind = {None: "optimized", "-buffer-assignment": "buffer-assignment",
+                "-memory-usage-report": "memory-usage-report"}.get(m["kind"], "other")
+        return FileName(kind, platform=m["platform"])
+    return FileName("other")
+
+def backend_of_module_text(text: str) -> str | None:
+    """"tpu" for an optimized module whose layouts are tiled (``f32[8,128]{1,0:T(8,128)}``:
+    only the TPU compiler writes tiles into HLO layouts), else None: an untiled module does not
+    say whether XLA:CPU or XLA:GPU made it."""
+    return "tpu" if _TILED.search(text) else None
+
+class BackendMismatch(ValueError):
+    """A module from one backend handed to an analysis made for another."""
+
+def require_backend(path, text: str, want: str, analysis: str, *, folder_backend: str | None = None) -> None:
+    """Refuse, by name, a module ``analysis`` (made for backend ``want``) cannot price: one whose
+    dump or text says it comes from another backend."""
+    found = folder_backend or backend_of_module_text(text)
+    if found is not None and found != want:
+        raise BackendMismatch(
+            f"{path}: a module compiled for {BACKENDS[found].chip} ({_why(found, path)}); "
+            f"{analysis} is made for {BACKENDS[want].chip} modules only and does not guess")
+
+def _why(backend: str, path) -> str:
+    if backend == "tpu":
+        return "its layouts are tiled, as only the TPU compiler writes them"
+    return f"its file name {Path(str(path)).name} says so"
+
+
 # ---- from pytest_dumpref/xla/traffic.py ---------------------------------------------------
 
 @dataclass
@@ -1478,6 +1603,9 @@ class Allocation:
     kinds: tuple
     parameter: int | None = None
     values: list = field(default_factory=list)
+    # the memory it is allocated in: XLA's color, 0 (the default memory space; HBM on a TPU)
+    # unless the header says "color N" (1: a TPU's VMEM)
+    color: int = 0
 
     @property
     def is_temp(self) -> bool:
@@ -1552,7 +1680,9 @@ def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
             for k in ("constant", "thread-local", "maybe-live-out", "preallocated-temp"):
                 if re.search(r"(^|, )" + k + r"(,|$)", rest):
                     kinds.append(k)
-            allocations.append(Allocation(int(m.group(1)), int(m.group(2)), tuple(kinds), param))
+            color = re.search(r"(?:^|, )color (\d+)(?:,|$)", rest)
+            allocations.append(Allocation(int(m.group(1)), int(m.group(2)), tuple(kinds), param,
+                                          color=int(color.group(1)) if color else 0))
             continue
         if line.lstrip().startswith("value:") and allocations:
             v = _VALUE.match(line)
@@ -1575,7 +1705,7 @@ def parse_buffer_assignment(text: str, *, source: str | None = None) -> list:
     return allocations
 
 
-# ---- from pytest_dumpref/xla/cost_model.py ------------------------------------------------
+# ---- from pytest_dumpref/xla/cpu/cost_model.py --------------------------------------------
 
 # Large blocks are mapped per call by glibc at and above this size (timing.ALLOCATOR_ENV).
 MMAP_BYTES = 32 * 2 ** 20
@@ -1921,6 +2051,11 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
     vectors through the stack (``kernel_code.scalar_kernels`` and ``kernel_code.lean_kernels``
     read both from the code the dump holds beside the module)."""
     module = parse_module(hlo_text, source=source or None)
+    try:   # the rates are this machine's, for XLA:CPU's kernels: another backend's module is refused
+        require_backend(source or module.name, hlo_text, "cpu", "the kernel cost model (XLA:CPU's "
+                        "kernels priced at rates measured on this machine)")
+    except BackendMismatch as e:
+        raise CostModelError(str(e)) from None
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry
     kernels, refused = [], []
@@ -2375,7 +2510,7 @@ def predict_text(hlo_text: str, buffer_assignment_text: str | None, rates: Rates
                            lean_kernels=lean_kernels), rates)
 
 
-# ---- from pytest_dumpref/xla/kernel_code.py -----------------------------------------------
+# ---- from pytest_dumpref/xla/cpu/kernel_code.py -------------------------------------------
 
 IR_TAIL = "_kernel_module.ir-with-opt.ll"
 
@@ -2410,7 +2545,9 @@ class KernelCodeError(ValueError):
     """A kernel's object file the disassembler could not read; the message names the file."""
 
 def _module_prefix(path: Path) -> str:
-    return path.name.split(".cpu_after_optimizations")[0] + "."
+    """``module_NNNN.<module>.``, what every file XLA wrote for the module ``path`` begins with."""
+    named = describe(path.name)
+    return (named[0] if named else path.name) + "."
 
 def _dumped(path, head: str, tail: str) -> dict:
     """kernel name -> each file ``<module>.<head><kernel><tail>`` XLA:CPU dumped beside the
@@ -2649,7 +2786,7 @@ def median_noise(samples: list) -> float:
     return 1.2533 * ((q[2] - q[0]) / 1.349) / math.sqrt(len(samples))
 
 
-# ---- from pytest_dumpref/xla/calibrate.py -------------------------------------------------
+# ---- from pytest_dumpref/xla/cpu/calibrate.py ---------------------------------------------
 
 ROW = 1024                                    # every calibration array is f32[rows, 1024]
 

@@ -1,4 +1,4 @@
-# program.py: k_scale, k_fill, k_mul, k_exp_alone, k_cheap, k_short_run, k_age, k_age_spin, k_age_base, k_age_base_spin, k_chain, k_exp, k_tanh, k_log, k_divide, k_sqrt, k_rsqrt, k_select, k_integer, k_rowsum, k_colsum, k_transpose, k_transpose_alone, k_fill_scalar, k_cheap_scalar, k_tanh_scalar, k_mul_chain, k_unary_chain, k_select_chain, k_compare_chain, k_exp_chain, k_tanh_chain, k_divide_chain, k_sqrt_chain, k_dot, k_conv from pytest_dumpref.xla.calibrate; softmax from pytest_dumpref.examples, as they ran, with what they use
+# program.py: k_scale, k_fill, k_mul, k_exp_alone, k_cheap, k_short_run, k_age, k_age_spin, k_age_base, k_age_base_spin, k_chain, k_exp, k_tanh, k_log, k_divide, k_sqrt, k_rsqrt, k_select, k_integer, k_rowsum, k_colsum, k_transpose, k_transpose_alone, k_fill_scalar, k_cheap_scalar, k_tanh_scalar, k_mul_chain, k_unary_chain, k_select_chain, k_compare_chain, k_exp_chain, k_tanh_chain, k_divide_chain, k_sqrt_chain, k_dot, k_conv from pytest_dumpref.xla.cpu.calibrate; softmax from pytest_dumpref.examples, as they ran, with what they use
 import functools
 import json
 import math
