@@ -113,10 +113,14 @@ def parse_file(path: Path, text: str | None = None):
     if text is None:
         text = read_text(path)
     try:
-        return parse_module(text, source=str(path))
+        module = parse_module(text, source=str(path))
     except HloParseError as e:
         msg = str(e)
         raise DumpError(msg if str(path) in msg else f"{path}: {msg}") from None
+    if not re.search(r"^ENTRY ", text, re.M):   # XLA's parser would take the last computation
+        raise DumpError(f"{path}: no ENTRY computation, which XLA writes in every dump file "
+                        f"(truncated?)")
+    return module
 
 
 def snapshots_of(files: "ModuleFiles") -> list[Snapshot]:
