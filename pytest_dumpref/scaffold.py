@@ -239,8 +239,9 @@ def _run(args) -> int:
     folder = Path(args.dir)
     for p in written:
         print(f"{os.path.relpath(p.path, folder)}: {p.note}")
-    where = "" if os.path.abspath(args.dir) == os.getcwd() else f"cd {shlex.quote(args.dir)} && "
-    print("next:\n"
-          f"  {where}python -m pytest claims/ --dumpref-report=writeup.md   # render the write-up\n"
-          f"  {where}python -m pytest claims/ --dumpref-check=writeup.md    # re-prove it, as CI does")
+    # one "cd" of its own, so that the lines pasted together into one shell run as written
+    where = "" if os.path.abspath(args.dir) == os.getcwd() else f"  cd {shlex.quote(args.dir)}\n"
+    print("next:\n" + where +
+          "  python -m pytest claims/ --dumpref-report=writeup.md   # render the write-up\n"
+          "  python -m pytest claims/ --dumpref-check=writeup.md    # re-prove it, as CI does")
     return 0

@@ -159,3 +159,23 @@ def test_the_command_line_lists_init():
     r = subprocess.run([sys.executable, "-m", "pytest_dumpref", "init", "--help"], capture_output=True,
                        text=True, env=clean_env(), timeout=60)
     assert r.returncode == 0 and "[tool.dumpref]" in r.stdout
+
+
+def test_the_next_steps_init_prints_paste_into_one_shell(tmp_path):
+    """The lines after "next:" run as written when pasted together into one shell: the folder
+    is entered once, and both commands then run there (the second used to cd again, from
+    inside the folder, and fail)."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "pytest_dumpref", "init", "my-writeup"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    steps = done.stdout.split("next:\n", 1)[1].splitlines()
+    assert [s.split("#")[0].strip() for s in steps] == [
+        "cd my-writeup", "python -m pytest claims/ --dumpref-report=writeup.md",
+        "python -m pytest claims/ --dumpref-check=writeup.md"]
+    script = "\n".join(s.split("#")[0].strip().replace("python -m pytest", f"{sys.executable} -m pytest --co -q")
+                       for s in steps)
+    run = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
