@@ -462,6 +462,7 @@ def _environment(out: Out, records, environment: dict, config: DumprefConfig, re
            f"{fields[1][0]} and {len(fields) - 2} more rows" if len(fields) > 2 else
            "the environment of the run that wrote this file", table)
     out.blank()
+    _chips(out, records, environment)
     setup = ""
     if config.setup:
         setup = f"Set up once: `{config.setup}`. "
@@ -480,6 +481,29 @@ def _environment(out: Out, records, environment: dict, config: DumprefConfig, re
             f"under `{EVIDENCE_DIR}/`, at the paths shown "
             "with its files. Re-render this file with "
             f"`{reprove_command(records, config, report_name, 'dumpref-report')}`.")
+    out.blank()
+
+
+def _chips(out: Out, records, environment: dict) -> None:
+    """Each chip the established claims' evidence came from, with how many claims: the run's own
+    machine, a device of its own, and chips whose evidence was recorded there and replayed here
+    (a claim marked platform(name)).  The run's own chip is a fact of the machine."""
+    by_chip: dict[str, int] = {}
+    for r in records:
+        if r.get("outcome") == "passed":
+            chip = (r.get("observed") or {}).get("chip") or environment.get("chip")
+            if chip:
+                by_chip[chip] = by_chip.get(chip, 0) + 1
+    if len(by_chip) < 2:
+        return
+    out.add("The chips the claims' evidence came from (a claim's provenance names its own; evidence "
+            "recorded on a chip this run did not have was replayed from its recording, as the claim says):")
+    out.blank()
+    out.add("| chip | claims |")
+    out.add("|---|---|")
+    for chip, n in sorted(by_chip.items(), key=lambda kv: (-kv[1], kv[0])):
+        cell = Var(chip, "machine", what="chip") if chip == environment.get("chip") else chip
+        out.add("| ", cell, f" | {n} |")
     out.blank()
 
 

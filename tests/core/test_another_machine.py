@@ -95,3 +95,33 @@ def test_a_claim_the_file_does_not_establish_that_holds_on_another_machine_is_a_
     res = _check(pytester)
     assert res.ret == 0, res.stdout.str()
     assert "test_fast_enough: holds on this machine" in res.stdout.str()
+
+
+CHIPS = '''
+import pytest
+
+@pytest.mark.claim("Here")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="counting")
+def test_here(evidence):
+    evidence.number("n", 1)
+    assert True
+
+@pytest.mark.claim("There")
+@pytest.mark.provenance(dtype="f32", shapes={"x": (1,)}, method="counting")
+def test_there(evidence):
+    evidence.observe(chip="TPU v5 lite")      # as a replayed recording says where it was made
+    evidence.number("n", 2)
+    assert True
+'''
+
+
+def test_the_environment_names_each_chip_the_evidence_came_from(pytester):
+    pytester.makepyprojecttoml("[tool.dumpref]\n")
+    pytester.makepyfile(test_claims=CHIPS)
+    pytester.runpytest("--dumpref-report=writeup.md", "-p", "no:cacheprovider").assert_outcomes(passed=2)
+    md = (pytester.path / "writeup.md").read_text()
+    here = re.search(r"^\| chip \| (.+) \|$", md, re.M).group(1)
+    table = md[md.index("| chip | claims |"):].split("\n\n")[0].splitlines()
+    assert sorted(table[2:]) == sorted([f"| {here} | 1 |", "| TPU v5 lite | 1 |"])
+    check = pytester.runpytest("--dumpref-check=writeup.md", "-p", "no:cacheprovider")
+    assert check.ret == 0, check.stdout.str()
