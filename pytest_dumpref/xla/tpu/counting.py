@@ -3,7 +3,7 @@
 What the TPU compiler's cost analysis ("bytes accessed" of ``Compiled.cost_analysis()`` on a
 TPU) counts is XLA's HloCostAnalysis, opcode by opcode as ``traffic.OPCODE_RULES`` restates it,
 with the TPU's own size of a shape.  The rules, each checked against the TPU's own figure on
-every module of tests/xla_tpu/corpus (74 modules of 37 programs, fused and with tpu_fusion off):
+every module of tests/xla_tpu/corpus (76 modules of 38 programs, fused and with tpu_fusion off):
 
 1. **Tiles.** A layout ``{1,0:T(8,128)}`` stores the array in 8x128 tiles: the minor dimensions
    (in layout order) are padded up to the tile's, and the array occupies the padded element count
