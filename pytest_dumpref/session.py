@@ -213,27 +213,29 @@ class DumprefSession:
         if w is None:
             return None
         first = message.splitlines()[0] if message else ""
+        differs = self.machine_differences()
         if w.get("outcome") != "passed":
             why = f"not established in this run, as {self.check_path} says ({first})"
-        elif not _has_measured(evidence_items) or not self.machine_differences():
+        elif not _has_measured(evidence_items) or not differs:
             return None
         else:
             why = (f"its measured conclusion does not hold on this machine, which differs from "
-                   f"{self.check_path}'s in {', '.join(self.machine_differences())}: {first}")
+                   f"{self.check_path}'s in {', '.join(differs)}: {first}")
         self.findings[nodeid] = why + _side_by_side(w.get("evidence", []), evidence_items)
         return why
 
     def _outcome_flips_on_this_machine(self) -> None:
         """A claim the file lists as not established whose measured conclusion holds on this
         (another) machine: a finding; the file's record stands."""
-        if not self.machine_differences():
+        differs = self.machine_differences()
+        if not differs:
             return
         for nodeid, rec in self.records.items():
             w = self.written["claims"].get(nodeid) if self.written else None
             if w and w.get("outcome") != "passed" and rec.get("outcome") == "passed" \
                     and _has_measured(rec.get("evidence", [])):
                 self.findings[nodeid] = (f"holds on this machine, which differs from {self.check_path}'s in "
-                                         f"{', '.join(self.machine_differences())}, where it was not established"
+                                         f"{', '.join(differs)}, where it was not established"
                                          + _side_by_side(w.get("evidence", []), rec.get("evidence", [])))
 
     # -- end of run -----------------------------------------------------------------------
@@ -312,8 +314,7 @@ class DumprefSession:
         self.problems += [f"claim {n} ran but is not in the write-up (render it with --dumpref-report)"
                           for n, r in sorted(self.records.items())
                           if n not in written["claims"] and r["outcome"] == "passed"]
-        env = self.environment()
-        self.machine = check.machine_differences(written["environment"], env, writeup.machine_fields(self.config))
+        self.machine = self.machine_differences()
         rule = dataclasses.replace(self.config.measured, same_machine=not self.machine)
         speeds, self.speed_lines = self._speeds(written, rule)
         result = self._compare(written, narrowed, covers, name, rule, speeds)

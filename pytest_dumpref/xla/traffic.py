@@ -1044,7 +1044,7 @@ class ModuleTraffic:
     def bytes_by_memory_space(self) -> dict | None:
         """memory space -> (bytes read, bytes written) over every kernel and execution, where
         the backend's memory has spaces (a TPU: "HBM", "VMEM", ...); None on the CPU."""
-        if all(k.spaces is None for k in self.kernels) and counting_for(self.module).space is None:
+        if counting_for(self.module).space is None:
             return None
         out: dict[str, list] = {}
         for k in self.kernels:
@@ -1063,7 +1063,7 @@ class ModuleTraffic:
         if spaces is None:
             raise ValueError(f"{self.module.source or self.module.name}: a module whose memory has no "
                              f"spaces (not a TPU module): it has no HBM bytes apart")
-        return sum(spaces.get("HBM", (0, 0)))
+        return _hbm(spaces)
 
     @property
     def temp_bytes(self) -> int:
@@ -1139,7 +1139,7 @@ class ModuleTraffic:
         if spaces is not None:
             d["backend"] = counting_for(self.module).backend
             d["bytes_by_memory_space"] = {space: {"read": r, "written": w} for space, (r, w) in spaces.items()}
-            d["hbm_bytes"] = self.hbm_bytes
+            d["hbm_bytes"] = _hbm(spaces)
         if self.has_buffer_assignment:
             d["temp_bytes"] = self.temp_bytes
             d["temporaries"] = [{"allocation": a.index, "size": a.size,
@@ -1150,6 +1150,11 @@ class ModuleTraffic:
                         "flops": self.flops, "transcendentals": self.transcendentals}
             d["discrepancies"] = [x.as_dict() for x in self.compare_with_xla()]
         return d
+
+
+def _hbm(spaces: dict) -> int:
+    """Bytes read plus written in HBM, of ``bytes_by_memory_space``'s answer."""
+    return sum(spaces.get("HBM", (0, 0)))
 
 
 def instruction_kernels(module: HloModule, comp: HloComputation, inst: Instruction) -> list[KernelTraffic]:

@@ -2043,6 +2043,15 @@ class _Buffers:
             return segment[2] - segment[1]
         return self.bounds[segment[0]][-1]
 
+def require_xla_cpu(source, hlo_text: str) -> None:
+    """CostModelError naming ``source`` for a module another backend compiled (its text says so:
+    ``naming.require_backend``): the rates are this machine's, for XLA:CPU's kernels."""
+    try:
+        require_backend(source, hlo_text, "cpu", "the kernel cost model (XLA:CPU's kernels priced at "
+                        "rates measured on this machine)")
+    except BackendMismatch as e:
+        raise CostModelError(str(e)) from None
+
 def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source: str = "",
             scalar_kernels: frozenset = frozenset(), lean_kernels: frozenset = frozenset()) -> ProgramCost:
     """The kernels of an optimized module, their operation counts and their accesses with
@@ -2051,11 +2060,7 @@ def analyse(hlo_text: str, buffer_assignment_text: str | None = None, *, source:
     vectors through the stack (``kernel_code.scalar_kernels`` and ``kernel_code.lean_kernels``
     read both from the code the dump holds beside the module)."""
     module = parse_module(hlo_text, source=source or None)
-    try:   # the rates are this machine's, for XLA:CPU's kernels: another backend's module is refused
-        require_backend(source or module.name, hlo_text, "cpu", "the kernel cost model (XLA:CPU's "
-                        "kernels priced at rates measured on this machine)")
-    except BackendMismatch as e:
-        raise CostModelError(str(e)) from None
+    require_xla_cpu(source or module.name, hlo_text)
     buffers = _Buffers(module, buffer_assignment_text, source or module.name)
     entry = module.entry
     kernels, refused = [], []

@@ -19,7 +19,7 @@ from .. import EXIT_BAD_INPUT
 from . import calibrate as cal
 from . import cost_model, kernel_code
 from ..dump import DumpError, DumpFolder
-from ..naming import BACKENDS, BackendMismatch, describe, require_backend
+from ..naming import BACKENDS, describe
 
 DEFAULT_RATES = "dumpref-rates.json"
 OPTIMIZED = BACKENDS["cpu"].optimized_glob
@@ -144,11 +144,8 @@ def _check_optimized(path: Path) -> None:
             first = f.readline()
     except (OSError, UnicodeDecodeError):
         return                                  # the read proper says why
-    try:   # the header's entry layout is tiled on a TPU: refused before any rate is measured
-        require_backend(path, first, "cpu", "the kernel cost model (XLA:CPU's kernels priced at rates "
-                        "measured on this machine)")
-    except BackendMismatch as e:
-        raise _Refused(str(e)) from None
+    # the header's entry layout is tiled on a TPU: refused before any rate is measured
+    cost_model.require_xla_cpu(path, first)
     if first.startswith("HloModule ") and "is_scheduled=true" not in first:
         raise _Refused(f"{path}: an unscheduled HLO module, not the optimized module XLA:CPU runs "
                        "(before its optimizations or after an early pass); give the "
@@ -244,21 +241,6 @@ def _load_rates(args):
 
 
 def run_cost(args) -> int:
-    refused = _refused_before_rates(args.paths)
-    if refused is not None:     # nothing to price: say why without measuring rates first
-        for path, message in refused:
-            if args.json:
-                print(json.dumps({"file": str(path), "error": message}))
-            else:
-                print(f"error: {message}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    loaded = _load_rates(args)
-    if loaded is None:
-        return EXIT_BAD_INPUT
-    rates, where = loaded
-    if not args.json:
-        print(f"predicted {METHOD}")
-        print(f"rates: {where}")
     failed = 0
 
     def fail(path: Path, message: str) -> None:
@@ -270,6 +252,19 @@ def run_cost(args) -> int:
             print(json.dumps({"file": str(path), "error": message}))
         else:
             print(f"error: {message}", file=sys.stderr)
+
+    refused = _refused_before_rates(args.paths)
+    if refused is not None:     # nothing to price: say why without measuring rates first
+        for path, message in refused:
+            fail(path, message)
+        return EXIT_BAD_INPUT
+    loaded = _load_rates(args)
+    if loaded is None:
+        return EXIT_BAD_INPUT
+    rates, where = loaded
+    if not args.json:
+        print(f"predicted {METHOD}")
+        print(f"rates: {where}")
 
     for given in map(Path, args.paths):
         try:
